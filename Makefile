@@ -1,0 +1,55 @@
+# Gantry: one target per step. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON     ?= python3
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+# Pinned so pip never swaps in a multi-GB CUDA build by surprise; override for a GPU laptop.
+TORCH_SPEC ?= torch==2.13.0
+CONFIG     ?= packages/selfplay/configs/connect4.yaml
+RUN_DIR    ?= runs/local
+ARGS       ?=
+
+# ---- environments (created on first use, refreshed when pyproject.toml changes) ----
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev,cloud]"
+	@touch $@
+
+.PHONY: help install install-dev train-local eval test test-fast bench lint clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+install: $(VENV)/.installed ## create .venv with the trainer
+
+install-dev: $(VENV)/.installed-dev ## create .venv with the trainer, launcher and test tools
+
+# ---- the trainer, on this machine ----
+train-local: $(VENV)/.installed ## train Connect Four here (Ctrl-C checkpoints; run again to resume)
+	$(PY) -m selfplay train --config $(CONFIG) --run.dir=$(RUN_DIR) $(ARGS)
+
+eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons test sets
+	$(PY) -m selfplay eval --checkpoint $(RUN_DIR) $(ARGS)
+
+test: $(VENV)/.installed-dev ## run the whole test suite (slow, terraform and docker tests included)
+	$(PY) -m pytest $(ARGS)
+
+test-fast: $(VENV)/.installed-dev ## the suite without the slow tests
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+bench: $(VENV)/.installed ## self-play, learner and training benchmarks -> bench/results/*.json + a table
+	$(PY) -m bench.run $(ARGS)
+
+lint: $(VENV)/.installed-dev ## ruff over the Python code
+	$(VENV)/bin/ruff check packages tests bench
+
+clean: ## remove caches (keeps .venv and runs/)
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf .pytest_cache .ruff_cache
