@@ -1,0 +1,79 @@
+"""Connect Four on bitboards (Pascal Pons's layout), batched with numpy.
+
+Bit ``col * 7 + row`` is a cell, row 0 at the bottom; each column has one spare bit on
+top so a shift never carries into the next column. A state is two words:
+``position`` (stones of the player to move) and ``mask`` (all stones). Playing column
+``c`` is ``position ^= mask; mask |= mask + bottom(c)``, which hands the move over.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Game, StepResult, bit_planes
+
+WIDTH, HEIGHT = 7, 6
+_H1 = HEIGHT + 1
+_U = np.uint64
+_BOTTOM = np.array([1 << (c * _H1) for c in range(WIDTH)], dtype=np.uint64)
+_TOP = np.array([1 << (HEIGHT - 1 + c * _H1) for c in range(WIDTH)], dtype=np.uint64)
+# cell index in the planes (row-major, top row first) -> bit index
+_CELL_BITS = np.array([c * _H1 + (HEIGHT - 1 - r) for r in range(HEIGHT) for c in range(WIDTH)], dtype=np.uint64)
+
+
+def four_in_a_row(stones: np.ndarray) -> np.ndarray:
+    """bool [N]: the bitboards hold four aligned stones (vertical, horizontal, both diagonals)."""
+    found = np.zeros(stones.shape, dtype=bool)
+    for shift in (_U(1), _U(_H1), _U(_H1 - 1), _U(_H1 + 1)):
+        pairs = stones & (stones >> shift)
+        found |= (pairs & (pairs >> (shift + shift))) != 0
+    return found
+
+
+class ConnectFour(Game):
+    name = "connect4"
+    num_actions = WIDTH
+    board_shape = (HEIGHT, WIDTH)
+    num_planes = 2
+    state_words = 2
+    max_moves = WIDTH * HEIGHT
+    flip_action = np.arange(WIDTH - 1, -1, -1)
+
+    def initial_states(self, n: int) -> np.ndarray:
+        return np.zeros((n, 2), dtype=np.uint64)
+
+    def legal_mask(self, states: np.ndarray) -> np.ndarray:
+        return (states[:, 1:2] & _TOP[None, :]) == 0
+
+    def play(self, states: np.ndarray, actions: np.ndarray) -> StepResult:
+        position, mask = states[:, 0], states[:, 1]
+        new_mask = mask | (mask + _BOTTOM[actions])
+        new_position = position ^ mask    # the opponent's stones: they move next
+        mover_stones = new_position ^ new_mask
+        won = four_in_a_row(mover_stones)
+        full = np.bitwise_count(new_mask) == self.max_moves
+        value = np.where(won, np.float32(-1.0), np.float32(0.0)).astype(np.float32)
+        out = np.stack([new_position, new_mask], axis=1)
+        return StepResult(out, won | full, value)
+
+    def encode(self, states: np.ndarray) -> np.ndarray:
+        own = bit_planes(states[:, 0], _CELL_BITS)
+        opp = bit_planes(states[:, 0] ^ states[:, 1], _CELL_BITS)
+        return np.stack([own, opp], axis=1).reshape(len(states), 2, HEIGHT, WIDTH)
+
+    def moves_played(self, states: np.ndarray) -> np.ndarray:
+        return np.bitwise_count(states[:, 1]).astype(np.int64)
+
+    def render(self, state: np.ndarray) -> str:
+        planes = self.encode(state.reshape(1, -1))[0]
+        to_move_is_first = int(np.bitwise_count(state[1])) % 2 == 0
+        me, them = ("X", "O") if to_move_is_first else ("O", "X")
+        rows = []
+        for r in range(HEIGHT):
+            rows.append(" ".join(me if planes[0, r, c] else them if planes[1, r, c] else "." for c in range(WIDTH)))
+        return "\n".join(rows + ["1 2 3 4 5 6 7"])
+
+    @staticmethod
+    def parse_pons_moves(text: str) -> list[int]:
+        """Pons notation: 1-indexed column digits, e.g. '4453' -> [3, 3, 4, 2]."""
+        return [int(ch) - 1 for ch in text.strip()]
