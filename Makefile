@@ -22,6 +22,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[dev,cloud]"
 	@touch $@
 
+# Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
+-include mk/*.mk
+
 .PHONY: help install install-dev train-local eval test test-fast bench lint clean
 
 help: ## list the targets

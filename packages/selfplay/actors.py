@@ -1,0 +1,169 @@
+"""Self-play actors: each process plays B games in lock-step with batched MCTS.
+
+``SelfPlayWorker`` is the algorithm (usable in-process by tests and benchmarks);
+``actor_main`` is the process around it: one torch/OMP thread, weights polled from
+shared memory, finished games sent to the learner as numpy arrays stamped with the
+weight version that produced each position.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_lib
+import signal
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import Config, from_dict
+from .games import Game, make_game
+from .mcts import BatchedMCTS
+from .model import build_model
+from .weights import SharedWeights
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class TimedEvaluator:
+    """Runs the network on numpy planes and keeps count of calls, positions and time spent."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.seconds = 0.0
+        self.positions = 0
+        self.calls = 0
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            logits, value = self.model(torch.from_numpy(planes))
+        out = logits.float().numpy(), value.float().numpy()
+        self.seconds += time.perf_counter() - start
+        self.positions += len(planes)
+        self.calls += 1
+        return out
+
+
+@dataclass
+class Samples:
+    """Positions of finished games; z and q are from the point of view of the player to move."""
+    states: np.ndarray
+    policy: np.ndarray
+    z: np.ndarray
+    q: np.ndarray
+    version: np.ndarray
+    games: int = 0
+    outcomes: dict = field(default_factory=lambda: {"first": 0, "second": 0, "draw": 0})
+
+    @staticmethod
+    def concat(parts: list["Samples"]) -> "Samples":
+        out = Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("states", "policy", "z", "q", "version")))
+        out.games = sum(p.games for p in parts)
+        for p in parts:
+            for k, v in p.outcomes.items():
+                out.outcomes[k] += v
+        return out
+
+
+class SelfPlayWorker:
+    def __init__(self, game: Game, evaluator, cfg: Config, rng: np.random.Generator):
+        self.game, self.cfg, self.rng = game, cfg, rng
+        s = cfg.search
+        self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
+                                noise_fraction=s.noise_fraction, rng=rng)
+        B, T, A = cfg.actors.games, game.max_moves, game.num_actions
+        self.states = game.initial_states(B)
+        self.ply = np.zeros(B, dtype=np.int64)
+        self.h_states = np.zeros((B, T, game.state_words), dtype=np.uint64)
+        self.h_policy = np.zeros((B, T, A), dtype=np.float32)
+        self.h_q = np.zeros((B, T), dtype=np.float32)
+        self.h_version = np.zeros((B, T), dtype=np.int64)
+        self.moves = 0
+        self.simulations = 0
+
+    def step(self, version: int) -> Samples | None:
+        """Advance every game by one move; return the positions of games that just ended."""
+        game, B = self.game, len(self.states)
+        sims = self.cfg.search.simulations
+        result = self.mcts.search(self.states, sims, add_noise=True)
+        policy = result.visits / result.visits.sum(axis=1, keepdims=True)
+        actions = policy.argmax(axis=1)
+        explore = np.flatnonzero(self.ply < self.cfg.search.temperature_moves)
+        if len(explore):  # temperature 1: sample in proportion to visits
+            cum = policy[explore].cumsum(axis=1)
+            u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
+            actions[explore] = np.minimum((cum < u).sum(axis=1), game.num_actions - 1)
+        rows = np.arange(B)
+        self.h_states[rows, self.ply] = self.states
+        self.h_policy[rows, self.ply] = policy
+        self.h_q[rows, self.ply] = result.root_value
+        self.h_version[rows, self.ply] = version
+        self.ply += 1
+        step = game.play(self.states, actions)
+        self.states = step.states
+        self.moves += B
+        self.simulations += B * sims
+        done = np.flatnonzero(step.terminal)
+        if not len(done):
+            return None
+        parts = []
+        outcomes = {"first": 0, "second": 0, "draw": 0}
+        for g in done:
+            T = int(self.ply[g])
+            last_mover_result = -float(step.value[g])  # +1: the last mover won, 0: draw
+            sign = np.where((T - 1 - np.arange(T)) % 2 == 0, 1.0, -1.0).astype(np.float32)
+            parts.append((self.h_states[g, :T].copy(), self.h_policy[g, :T].copy(), last_mover_result * sign,
+                          self.h_q[g, :T].copy(), self.h_version[g, :T].copy()))
+            key = "draw" if last_mover_result == 0 else ("first" if T % 2 == 1 else "second")
+            outcomes[key] += 1
+        self.states[done] = game.initial_states(len(done))
+        self.ply[done] = 0
+        out = Samples(*(np.concatenate(col) for col in zip(*parts)))
+        out.games, out.outcomes = len(done), outcomes
+        return out
+
+
+def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
+               seed: int) -> None:
+    """Entry point of one actor process (started with the spawn method)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops us in order
+    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    torch.set_num_threads(1)
+    cfg = from_dict(config_dict)
+    game = make_game(cfg.game.name)
+    model = build_model(game, cfg.model.channels, cfg.model.blocks).eval()
+    weights = SharedWeights(numel, name=weights_name)
+    sample_queue.cancel_join_thread()  # never block exit on undelivered data: the learner is stopping anyway
+    try:
+        version = -1
+        while version < 0 and not stop_event.is_set():
+            version = weights.read_into(model, version)
+            if version < 0:
+                time.sleep(0.05)
+        evaluator = TimedEvaluator(model)
+        worker = SelfPlayWorker(game, evaluator, cfg, np.random.default_rng(seed))
+        pending: list[Samples] = []
+        last_flush = time.perf_counter()
+        started = time.perf_counter()
+        while not stop_event.is_set():
+            version = weights.read_into(model, version)
+            finished = worker.step(version)
+            if finished is not None:
+                pending.append(finished)
+            now = time.perf_counter()
+            if pending and now - last_flush > 1.0:
+                message = {"actor": actor_id, "pid": os.getpid(), "samples": Samples.concat(pending),
+                           "moves": worker.moves, "simulations": worker.simulations,
+                           "evals": evaluator.positions, "calls": evaluator.calls,
+                           "forward_s": evaluator.seconds, "busy_s": now - started}
+                while not stop_event.is_set():
+                    try:
+                        sample_queue.put(message, timeout=0.5)
+                        break
+                    except queue_lib.Full:  # backpressure: the learner is behind
+                        continue
+                pending, last_flush = [], now
+    finally:
+        weights.close()

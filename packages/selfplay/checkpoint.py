@@ -1,0 +1,93 @@
+"""Atomic checkpoints in a run directory: ``ckpt-<step>.pt``, newest k kept, resume by default.
+
+A checkpoint is written to a temporary name and renamed, so a crash mid-write leaves the
+previous one intact. Loading never falls back silently: a corrupt or mismatched file is an
+error that names the file and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message says which and what to do."""
+
+
+def checkpoint_path(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / f"ckpt-{step:09d}.pt"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Checkpoints of a run, oldest first."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if _NAME.match(p.name))
+
+
+def save(run_dir: str | Path, step: int, payload: dict, keep: int = 3) -> Path:
+    d = Path(run_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    final = checkpoint_path(d, step)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    for old in list_checkpoints(d)[:-keep]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def load(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        payload = torch.load(p, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {p} not found: pass a ckpt-*.pt file or a run directory that holds one")
+    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(
+            f"checkpoint {p} is corrupt or not a Gantry checkpoint ({type(e).__name__}): move it aside to resume "
+            f"from the one before it, or start a new run.dir") from None
+    if not isinstance(payload, dict) or "model" not in payload or "step" not in payload or "config" not in payload:
+        raise CheckpointError(f"checkpoint {p} lacks model/step/config: it was not written by selfplay; "
+                              f"start a new run.dir")
+    return payload
+
+
+def latest(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def resolve(path_or_dir: str | Path) -> Path:
+    """A checkpoint file, or the newest checkpoint of a run directory."""
+    p = Path(path_or_dir)
+    if p.is_dir():
+        newest = latest(p)
+        if newest is None:
+            raise CheckpointError(f"no checkpoint (ckpt-*.pt) in {p}: train first (make train-local) or pass a file")
+        return newest
+    if not p.exists():
+        raise CheckpointError(f"checkpoint {p} not found: pass a ckpt-*.pt file or a run directory that holds one")
+    return p
+
+
+def check_compatible(saved_config: dict, config_dict: dict, fields: tuple[str, ...], path: Path) -> None:
+    """Refuse to resume when the game or the network's shape differs from the checkpoint's."""
+    for dotted in fields:
+        section, key = dotted.split(".")
+        old = saved_config.get(section, {}).get(key)
+        new = config_dict[section][key]
+        if old != new:
+            raise CheckpointError(
+                f"checkpoint {path} was trained with {dotted}={old!r} but this run asks for {dotted}={new!r}: "
+                f"use the run's original config, or a new run.dir to start fresh")

@@ -1,0 +1,283 @@
+"""Trainer configuration: one dataclass per concern, YAML on disk, ``--section.key=value`` overrides.
+
+Every field carries its default and a docstring; ``__post_init__`` rejects bad values
+with a message naming the field and the allowed range. The resolved config is saved in
+every checkpoint, and a resumed run must match it on the fields that shape the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args, get_origin
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad config value or key; the message names the field and the fix."""
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass
+class GameConfig:
+    name: str = "connect4"
+    """Which game: connect4 | tictactoe."""
+
+    def __post_init__(self):
+        from .games import GAMES
+        _check(self.name in GAMES, f"game.name={self.name!r} is unknown: choose one of {', '.join(sorted(GAMES))}")
+
+
+@dataclass
+class ModelConfig:
+    channels: int = 64
+    """Width of the residual trunk (filters per conv)."""
+    blocks: int = 4
+    """Residual blocks in the trunk."""
+
+    def __post_init__(self):
+        _check(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
+        _check(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
+
+
+@dataclass
+class SearchConfig:
+    simulations: int = 64
+    """MCTS simulations per self-play move."""
+    c_puct: float = 1.5
+    """Exploration constant of PUCT."""
+    dirichlet_alpha: float = 1.0
+    """Root noise concentration (about 10 / typical number of legal moves)."""
+    noise_fraction: float = 0.25
+    """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
+    temperature_moves: int = 12
+    """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
+
+    def __post_init__(self):
+        _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
+        _check(self.c_puct > 0, f"search.c_puct={self.c_puct} must be > 0")
+        _check(self.dirichlet_alpha > 0, f"search.dirichlet_alpha={self.dirichlet_alpha} must be > 0")
+        _check(0 <= self.noise_fraction < 1, f"search.noise_fraction={self.noise_fraction} must be in [0, 1)")
+        _check(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
+
+
+@dataclass
+class ActorsConfig:
+    count: int = 0
+    """Self-play processes; 0 = physical cores - 1 (cgroup and SMT aware), at least 1."""
+    games: int = 128
+    """Games each actor plays in lock-step (the network's batch size in self-play)."""
+    restart_limit: int = 10
+    """Crashed actors are restarted up to this many times in total before the run stops."""
+
+    def __post_init__(self):
+        _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")
+        _check(1 <= self.games <= 65536, f"actors.games={self.games} must be in 1..65536")
+        _check(self.restart_limit >= 0, f"actors.restart_limit={self.restart_limit} must be >= 0")
+
+
+@dataclass
+class LearnerConfig:
+    batch_size: int = 256
+    """Positions per gradient step."""
+    lr: float = 2e-3
+    """AdamW learning rate."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    replay_capacity: int = 200_000
+    """Positions kept in the replay ring buffer (oldest overwritten first)."""
+    min_replay: int = 2_000
+    """Positions needed before the first step."""
+    max_reuse: int = 4
+    """A position is trained on at most this many times; the learner waits for fresh games after that."""
+    value_target: Literal["z", "q", "zq"] = "zq"
+    """z = game result, q = search value, zq = their mean (z + q) / 2."""
+    publish_every: int = 20
+    """Steps between publishing weights to the actors."""
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    """auto: bf16 on CPUs with AMX, fp32 on other CPUs; on CUDA bf16 at compute capability >= 8, else fp16."""
+
+    def __post_init__(self):
+        _check(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
+        _check(0 < self.lr < 1, f"learner.lr={self.lr} must be in (0, 1)")
+        _check(self.weight_decay >= 0, f"learner.weight_decay={self.weight_decay} must be >= 0")
+        _check(self.replay_capacity >= self.batch_size,
+               f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
+        _check(self.batch_size <= self.min_replay <= self.replay_capacity,
+               f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
+        _check(1 <= self.max_reuse <= 1000, f"learner.max_reuse={self.max_reuse} must be in 1..1000")
+        _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
+
+
+@dataclass
+class EvalConfig:
+    every_minutes: float = 5.0
+    """Minutes between evaluations on the Pons sets during training; 0 turns them off."""
+    positions_per_set: int = 200
+    """Positions graded per set during training (the first N; `selfplay eval` grades all 1000)."""
+    simulations: int = 25
+    """MCTS simulations per graded move (alpha-zero-general's baseline uses 25)."""
+    pons_dir: str = ""
+    """Pons test sets; empty = $GANTRY_PONS_DIR, else ../shared/benchmarks/connect4/pons."""
+
+    def __post_init__(self):
+        _check(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
+        _check(1 <= self.positions_per_set <= 1000, f"eval.positions_per_set={self.positions_per_set} must be in 1..1000")
+        _check(1 <= self.simulations <= 10_000, f"eval.simulations={self.simulations} must be in 1..10000")
+
+
+@dataclass
+class DistConfig:
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """Collective backend: auto = nccl when CUDA works, else gloo."""
+    timeout_s: float = 300.0
+    """Timeout of every collective and of the rendezvous, in seconds: a lost rank ends the run, never hangs it."""
+
+    def __post_init__(self):
+        _check(self.timeout_s > 0, f"dist.timeout_s={self.timeout_s} must be > 0")
+
+
+@dataclass
+class RunConfig:
+    dir: str = "runs/local"
+    """Run directory (local path or fsspec URL such as gs://bucket/prefix); an existing checkpoint there is resumed."""
+    seed: int = 1337
+    """Base seed; each rank and actor derives its own."""
+    max_steps: int = 0
+    """Stop after this many learner steps; 0 = no limit."""
+    max_minutes: float = 0.0
+    """Stop after this many minutes of this session; 0 = no limit."""
+    checkpoint_every_minutes: float = 5.0
+    """Minutes between checkpoints (one is always written at the end and on SIGTERM)."""
+    keep_checkpoints: int = 3
+    """Newest checkpoints kept (>= 2: the newest may be mid-write when a machine dies)."""
+    log_every_seconds: float = 10.0
+    """Seconds between progress lines and stats.jsonl records."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Learner device: auto = cuda when usable."""
+
+    def __post_init__(self):
+        _check(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
+        _check(self.max_steps >= 0, f"run.max_steps={self.max_steps} must be >= 0 (0 = no limit)")
+        _check(self.max_minutes >= 0, f"run.max_minutes={self.max_minutes} must be >= 0 (0 = no limit)")
+        _check(self.checkpoint_every_minutes > 0, f"run.checkpoint_every_minutes must be > 0")
+        _check(self.keep_checkpoints >= 2, f"run.keep_checkpoints={self.keep_checkpoints} must be >= 2")
+        _check(self.log_every_seconds > 0, "run.log_every_seconds must be > 0")
+
+
+@dataclass
+class Config:
+    game: GameConfig = field(default_factory=GameConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    actors: ActorsConfig = field(default_factory=ActorsConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    # fields that change the network or the game: a checkpoint cannot be resumed under other values
+    SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks")
+
+
+SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+
+
+def _section_class(name: str) -> type:
+    return {f.name: f.default_factory for f in dataclasses.fields(Config)}[name]  # type: ignore[return-value]
+
+
+def _coerce(section: str, key: str, raw, annotation) -> object:
+    where = f"{section}.{key}"
+    hint = typing.get_type_hints(_section_class(section))[key]
+    if get_origin(hint) is Literal:
+        choices = get_args(hint)
+        _check(raw in choices, f"{where}={raw!r} is not allowed: choose one of {', '.join(map(str, choices))}")
+        return raw
+    if hint is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).lower()
+        _check(text in ("true", "false", "1", "0", "yes", "no"), f"{where}={raw!r} must be true or false")
+        return text in ("true", "1", "yes")
+    if hint in (int, float):
+        if isinstance(raw, bool):
+            raise ConfigError(f"{where}={raw!r} must be a number")
+        try:
+            value = hint(raw) if not isinstance(raw, str) else hint(float(raw)) if hint is float else int(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={raw!r} must be {'an integer' if hint is int else 'a number'}") from None
+        if hint is int and isinstance(raw, float) and raw != int(raw):
+            raise ConfigError(f"{where}={raw!r} must be an integer")
+        return value
+    return str(raw)
+
+
+def from_dict(data: dict | None) -> Config:
+    """Build a Config from nested dicts, rejecting unknown sections and keys."""
+    data = data or {}
+    _check(isinstance(data, dict), "config must be a mapping of sections (game:, model:, search:, ...)")
+    sections = {}
+    for name, values in data.items():
+        _check(name in SECTIONS, f"unknown config section {name!r}: choose one of {', '.join(SECTIONS)}")
+        values = values or {}
+        _check(isinstance(values, dict), f"config section {name!r} must be a mapping of key: value")
+        cls = _section_class(name)
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, raw in values.items():
+            _check(key in known, f"unknown key {name}.{key}: valid keys are {', '.join(known)}")
+            kwargs[key] = _coerce(name, key, raw, known[key].type)
+        sections[name] = cls(**kwargs)
+    return Config(**sections)
+
+
+def parse_overrides(args: list[str]) -> dict:
+    """``['--search.simulations=100', ...]`` -> {'search': {'simulations': '100'}}."""
+    out: dict = {}
+    for arg in args:
+        body = arg[2:] if arg.startswith("--") else arg
+        _check("=" in body and "." in body.split("=", 1)[0],
+               f"bad override {arg!r}: write --section.key=value, e.g. --search.simulations=100")
+        dotted, value = body.split("=", 1)
+        section, key = dotted.split(".", 1)
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = {k: dict(v or {}) for k, v in base.items()}
+    for section, values in extra.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read YAML (optional), apply overrides, validate."""
+    data: dict = {}
+    if path:
+        p = Path(path)
+        _check(p.is_file(), f"config file {str(p)!r} not found: pass --config with an existing YAML file "
+                            f"(see packages/selfplay/configs/)")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
+        _check(isinstance(data, dict), f"config file {str(p)!r} must hold a mapping of sections, not {type(data).__name__}")
+    return from_dict(merge(data, parse_overrides(list(overrides))))
+
+
+def dump(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

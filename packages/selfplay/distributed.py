@@ -1,0 +1,92 @@
+"""Process-group plumbing: pick the backend once, explicit timeouts, agree on every step.
+
+A single process (no WORLD_SIZE, or 1) never touches torch.distributed. Under torchrun
+every rank runs its own actors and replay buffer; learners average gradients with DDP
+and take exactly the same steps, because each step is preceded by a tiny all-reduce in
+which the ranks agree that all of them have data (and whether any wants to stop).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .hardware import cuda_usable
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def choose_backend(requested: str) -> str:
+    if requested == "nccl":
+        if not cuda_usable():
+            raise RuntimeError("dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
+                               "(or auto) on CPU machines")
+        return "nccl"
+    if requested == "gloo":
+        return "gloo"
+    return "nccl" if cuda_usable() else "gloo"
+
+
+def init_distributed(backend: str, timeout_s: float) -> DistInfo:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    if dist.is_initialized():  # e.g. a caller set it up already: reuse it
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)),
+                        dist.get_backend())
+    chosen = choose_backend(backend)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if chosen == "nccl":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s))
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen)
+
+
+def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device) -> tuple[bool, bool]:
+    """(all ranks ready, any rank stopping). One 2-int all-reduce; free without a process group."""
+    if not info.enabled:
+        return ready, stop
+    flags = torch.tensor([0 if ready else 1, 1 if stop else 0], dtype=torch.int32,
+                         device=device if info.backend == "nccl" else "cpu")
+    dist.all_reduce(flags, op=dist.ReduceOp.SUM)
+    return int(flags[0]) == 0, int(flags[1]) > 0
+
+
+def broadcast_model(model: torch.nn.Module, info: DistInfo) -> None:
+    """Make every rank start from rank 0's weights (a resumed checkpoint lives on rank 0's disk)."""
+    if not info.enabled:
+        return
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            dist.broadcast(tensor, src=0)
+
+
+def broadcast_int(value: int, info: DistInfo, device: torch.device) -> int:
+    if not info.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
+    dist.broadcast(t, src=0)
+    return int(t[0])
+
+
+def close(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

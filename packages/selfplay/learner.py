@@ -1,0 +1,75 @@
+"""The learner: one gradient step on a replay batch, with flip augmentation and the (z + q) / 2 target."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from .config import Config
+from .distributed import DistInfo
+from .games import Game
+from .hardware import Precision
+from .model import build_model
+
+
+class Learner:
+    def __init__(self, cfg: Config, game: Game, precision: Precision, info: DistInfo, seed: int):
+        self.cfg, self.game, self.precision = cfg, game, precision
+        self.device = precision.device
+        self.model = build_model(game, cfg.model.channels, cfg.model.blocks).to(self.device)
+        self.trainable = self.model
+        if info.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.trainable = DistributedDataParallel(self.model, device_ids=ids)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.learner.lr,
+                                           weight_decay=cfg.learner.weight_decay)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision.use_grad_scaler)
+        self.rng = np.random.default_rng(seed)
+
+    def value_target(self, batch: dict) -> np.ndarray:
+        kind = self.cfg.learner.value_target
+        if kind == "z":
+            return batch["z"]
+        if kind == "q":
+            return batch["q"]
+        return 0.5 * (batch["z"] + batch["q"])
+
+    def step(self, batch: dict) -> dict[str, float]:
+        game = self.game
+        planes = game.encode(batch["states"])
+        policy = batch["policy"].copy()
+        flip = self.rng.random(len(planes)) < 0.5  # horizontal mirror: the game is symmetric
+        if flip.any():
+            planes[flip] = game.flip_planes(planes[flip])
+            policy[flip] = game.flip_policy(policy[flip])
+        x = torch.from_numpy(planes).to(self.device, non_blocking=True)
+        target_pi = torch.from_numpy(policy).to(self.device, non_blocking=True)
+        target_v = torch.from_numpy(self.value_target(batch).astype(np.float32)).to(self.device, non_blocking=True)
+
+        self.trainable.train()
+        with self.precision.autocast():
+            logits, value = self.trainable(x)
+        log_pi = F.log_softmax(logits.float(), dim=1)
+        policy_loss = -(target_pi * log_pi).sum(dim=1).mean()
+        value_loss = F.mse_loss(value.float(), target_v)
+        loss = policy_loss + value_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        # entropy of the targets: the floor the policy loss can reach
+        target_entropy = -(target_pi * torch.log(target_pi.clamp_min(1e-12))).sum(dim=1).mean()
+        return {"losses/policy": float(policy_loss), "losses/value": float(value_loss),
+                "losses/total": float(loss), "losses/policy_target_entropy": float(target_entropy)}
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict()}
+
+    def load_state_dict(self, payload: dict) -> None:
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        if payload.get("scaler"):
+            self.scaler.load_state_dict(payload["scaler"])
