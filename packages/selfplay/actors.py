@@ -19,31 +19,13 @@ import torch
 
 from .config import Config, from_dict
 from .games import Game, make_game
+from .hardware import inference_dtype
+from .inference import NetworkEvaluator
 from .mcts import BatchedMCTS
 from .model import build_model
 from .weights import SharedWeights
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-class TimedEvaluator:
-    """Runs the network on numpy planes and keeps count of calls, positions and time spent."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.seconds = 0.0
-        self.positions = 0
-        self.calls = 0
-
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        start = time.perf_counter()
-        with torch.inference_mode():
-            logits, value = self.model(torch.from_numpy(planes))
-        out = logits.float().numpy(), value.float().numpy()
-        self.seconds += time.perf_counter() - start
-        self.positions += len(planes)
-        self.calls += 1
-        return out
 
 
 @dataclass
@@ -142,13 +124,16 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
             version = weights.read_into(model, version)
             if version < 0:
                 time.sleep(0.05)
-        evaluator = TimedEvaluator(model)
+        evaluator = NetworkEvaluator(model, inference_dtype(cfg.actors.precision))
         worker = SelfPlayWorker(game, evaluator, cfg, np.random.default_rng(seed))
         pending: list[Samples] = []
         last_flush = time.perf_counter()
         started = time.perf_counter()
         while not stop_event.is_set():
-            version = weights.read_into(model, version)
+            fresh = weights.read_into(model, version)
+            if fresh != version:
+                evaluator.refresh(model)
+                version = fresh
             finished = worker.step(version)
             if finished is not None:
                 pending.append(finished)

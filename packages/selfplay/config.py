@@ -76,6 +76,8 @@ class ActorsConfig:
     """Games each actor plays in lock-step (the network's batch size in self-play)."""
     restart_limit: int = 10
     """Crashed actors are restarted up to this many times in total before the run stops."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """Self-play inference: auto = bf16 where the CPU has bf16 instructions (AVX512-BF16, AMX), else fp32."""
 
     def __post_init__(self):
         _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")

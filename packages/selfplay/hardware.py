@@ -51,11 +51,34 @@ def default_actor_count() -> int:
     return max(1, physical_cores() - 1)
 
 
-def cpu_has_amx() -> bool:
+def _cpu_flags() -> set[str]:
     try:
-        return "amx_bf16" in Path("/proc/cpuinfo").read_text()
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
     except OSError:
-        return False
+        pass
+    return set()
+
+
+def cpu_has_amx() -> bool:
+    return "amx_bf16" in _cpu_flags()
+
+
+def cpu_has_native_bf16() -> bool:
+    """AMX or AVX512-BF16: bf16 matrix instructions, so bf16 convolutions run ~2.5x faster than fp32."""
+    return bool({"amx_bf16", "avx512_bf16"} & _cpu_flags())
+
+
+def inference_dtype(requested: str = "auto") -> torch.dtype | None:
+    """Autocast dtype for CPU self-play and evaluation: bf16 where the CPU has bf16 instructions.
+
+    Search only ranks moves, so bf16's 8-bit mantissa costs nothing measurable in play strength,
+    while it more than doubles positions/s on AVX512-BF16 and AMX machines.
+    """
+    if requested == "fp32" or (requested == "auto" and not cpu_has_native_bf16()):
+        return None
+    return torch.bfloat16
 
 
 def cuda_usable() -> bool:
@@ -98,15 +121,22 @@ def pick_precision(device: torch.device, requested: str = "auto") -> Precision:
 
     torch.cuda.is_bf16_supported() answers True on a T4 (7.5) by emulation, so it is not asked.
     """
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return precision_for(device, requested, capability, cpu_has_amx())
+
+
+def precision_for(device: torch.device, requested: str, capability: tuple[int, int] | None,
+                  amx: bool) -> Precision:
+    """The policy itself, free of hardware queries so tests can pin every case."""
     if device.type == "cuda":
-        native_bf16 = torch.cuda.get_device_capability(device) >= (8, 0)
         if requested == "fp32":
             return Precision(device, None, False)
-        if requested == "bf16" or (requested == "auto" and native_bf16):
+        if requested == "bf16" or (requested == "auto" and capability >= (8, 0)):
             return Precision(device, torch.bfloat16, False)
-        return Precision(device, torch.float16, True)
+        return Precision(device, torch.float16, True)  # T4 (7.5), V100 (7.0): fp16 needs loss scaling
     if requested == "fp16":
-        raise ValueError("learner.precision=fp16 needs CUDA: use auto, fp32 or bf16 on a CPU")
-    if requested == "bf16" or (requested == "auto" and cpu_has_amx()):
+        from .config import ConfigError
+        raise ConfigError("learner.precision=fp16 needs CUDA: use auto, fp32 or bf16 on a CPU")
+    if requested == "bf16" or (requested == "auto" and amx):
         return Precision(device, torch.bfloat16, False)
     return Precision(device, None, False)

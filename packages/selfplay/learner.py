@@ -61,8 +61,8 @@ class Learner:
         self.scaler.update()
         # entropy of the targets: the floor the policy loss can reach
         target_entropy = -(target_pi * torch.log(target_pi.clamp_min(1e-12))).sum(dim=1).mean()
-        return {"losses/policy": float(policy_loss), "losses/value": float(value_loss),
-                "losses/total": float(loss), "losses/policy_target_entropy": float(target_entropy)}
+        return {"losses/policy": policy_loss.item(), "losses/value": value_loss.item(),
+                "losses/total": loss.item(), "losses/policy_target_entropy": target_entropy.item()}
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -143,6 +143,8 @@ class BatchedMCTS:
                 visits[g, pn, pa] += 1
                 value_sum[g, pn, pa] += sign * value[on_path]
 
+        # kept for inspection (tests, debugging); overwritten by the next search
+        self.last_tree = {"prior": prior, "visits": visits, "children": children, "num_nodes": num_nodes}
         root_visits = visits[:, 0]
         root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
         return SearchResult(root_visits.copy(), root_value, root_prior, np.asarray(net_value, dtype=np.float32),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -49,3 +51,20 @@ def build_model(game, channels: int, blocks: int) -> PolicyValueNet:
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def fold_batchnorm(model: PolicyValueNet) -> PolicyValueNet:
+    """An inference-only copy with every BatchNorm folded into the conv before it (~10% fewer ops).
+
+    Actors rebuild it after each weight update; the learner's model is never touched.
+    """
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    folded = copy.deepcopy(model).eval()
+    for block in folded.trunk:
+        block.conv1, block.bn1 = fuse_conv_bn_eval(block.conv1, block.bn1), nn.Identity()
+        block.conv2, block.bn2 = fuse_conv_bn_eval(block.conv2, block.bn2), nn.Identity()
+    for seq in (folded.stem, folded.policy_head, folded.value_head):
+        seq[0], seq[1] = fuse_conv_bn_eval(seq[0], seq[1]), nn.Identity()
+    # oneDNN's convolutions run fastest on NHWC tensors
+    return folded.to(memory_format=torch.channels_last)

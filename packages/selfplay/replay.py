@@ -8,6 +8,7 @@ learner that outpaces self-play waits (throttles) instead of overfitting old gam
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 class ReplayBuffer:
@@ -27,6 +28,7 @@ class ReplayBuffer:
 
     def add(self, states, policy, z, q, version) -> None:
         n = len(states)
+        self.added += n
         if n > self.capacity:  # keep only the newest
             states, policy, z, q, version = (a[-self.capacity:] for a in (states, policy, z, q, version))
             n = self.capacity
@@ -36,7 +38,6 @@ class ReplayBuffer:
         self.uses[idx] = 0
         self.cursor = int((self.cursor + n) % self.capacity)
         self.size = min(self.capacity, self.size + n)
-        self.added += n
 
     def eligible(self) -> int:
         return int(np.count_nonzero(self.uses < self.max_reuse))
@@ -58,14 +59,16 @@ class ReplayBuffer:
         held = self.uses[: self.size] if self.size < self.capacity else self.uses
         return float(held.mean())
 
-    # -- checkpointing: plain arrays so a resumed run continues with a warm buffer --------------
-    def state_dict(self) -> dict[str, np.ndarray | int]:
+    # -- checkpointing: tensors (torch.load(weights_only=True) refuses numpy) so a resumed run starts warm --
+    def state_dict(self) -> dict:
         n = self.size
         order = (self.cursor - n + np.arange(n)) % self.capacity  # oldest first
-        return {"states": self.states[order].view(np.int64), "policy": self.policy[order], "z": self.z[order],
-                "q": self.q[order], "version": self.version[order], "uses": self.uses[order], "added": self.added}
+        arrays = {"states": self.states[order].view(np.int64), "policy": self.policy[order], "z": self.z[order],
+                  "q": self.q[order], "version": self.version[order], "uses": self.uses[order]}
+        return {**{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}, "added": self.added}
 
     def load_state_dict(self, d) -> None:
+        d = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
         n = min(len(d["z"]), self.capacity)
         self.__init__(self.capacity, self.states.shape[1], self.policy.shape[1], self.max_reuse)
         if n:

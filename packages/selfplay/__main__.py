@@ -1,0 +1,164 @@
+"""``python -m selfplay {train,launch,eval}``: the trainer's command line.
+
+    python -m selfplay train --config connect4 --run.dir=runs/c4 --search.simulations=100
+    NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.2 python -m selfplay launch --config connect4
+    python -m selfplay eval --checkpoint runs/c4 --positions 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+def resolve_config(name_or_path: str) -> Path:
+    """A YAML path, or the name of a packaged config (connect4, tictactoe)."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    packaged = CONFIG_DIR / f"{name_or_path}.yaml"
+    if packaged.is_file():
+        return packaged
+    names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+    from .config import ConfigError
+    raise ConfigError(f"config {name_or_path!r} is neither a file nor a packaged config: choose one of {names} "
+                      f"or pass a path to a YAML file")
+
+
+def _load(args, overrides):
+    from .config import load
+    return load(resolve_config(args.config), overrides)
+
+
+def cmd_train(args, overrides) -> int:
+    from .train import train
+    train(_load(args, overrides))
+    return 0
+
+
+def _env_int(name: str, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        from .config import ConfigError
+        raise ConfigError(f"{name}={raw!r} must be an integer >= {minimum}: fix the environment variable")
+    return value
+
+
+def cmd_launch(args, overrides) -> int:
+    """One entry for one node or many: torchrun with a static rendezvous from plain environment variables."""
+    _load(args, overrides)  # fail here, once, on a bad config rather than in every rank
+    nnodes = _env_int("NNODES", 1, 1)
+    node_rank = _env_int("NODE_RANK", 0, 0)
+    if node_rank >= nnodes:
+        from .config import ConfigError
+        raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}: number nodes 0..NNODES-1")
+    from .hardware import cuda_usable
+    gpus = __import__("torch").cuda.device_count() if cuda_usable() else 0
+    nproc = _env_int("NPROC_PER_NODE", max(1, gpus), 1)
+    if nnodes == 1 and nproc == 1:
+        return cmd_train(args, overrides)
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = _env_int("MASTER_PORT", 29500, 1)
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--node-rank={node_rank}",
+           f"--nproc-per-node={nproc}", f"--master-addr={addr}", f"--master-port={port}", "--max-restarts=0",
+           "-m", "selfplay", "train", "--config", str(resolve_config(args.config)), *overrides]
+    print(f"launch: node {node_rank}/{nnodes}, {nproc} rank(s) here, master {addr}:{port}", flush=True)
+    child = subprocess.Popen(cmd)
+    signalled = []
+
+    def forward(signum, _frame):  # torchrun passes it on to every rank, which checkpoints and exits
+        signalled.append(signum)
+        child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    code = child.wait()
+    # torchrun exits non-zero when it was signalled even though the ranks stopped cleanly
+    return 0 if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+
+
+def cmd_eval(args, _overrides) -> int:
+    import torch
+
+    from . import checkpoint, evaluate
+    from .config import from_dict
+    from .hardware import inference_dtype
+    from .inference import NetworkEvaluator
+    from .model import build_model
+
+    path = checkpoint.resolve(args.checkpoint)
+    payload = checkpoint.load(path)
+    cfg = from_dict(payload["config"])
+    if cfg.game.name != "connect4":
+        from .config import ConfigError
+        raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
+    torch.set_num_threads(args.threads)
+    from .games import make_game
+    model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
+    model.load_state_dict(payload["model"])
+    sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
+    sims = args.simulations or cfg.eval.simulations
+    result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,
+                               cfg.search.c_puct)
+    result["_meta"].update(checkpoint=str(path), step=int(payload["step"]))
+    print(f"{path} (step {payload['step']})")
+    print(evaluate.format_table(result))
+    if args.json:
+        Path(args.json).write_text(evaluate.dumps(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
+                                     epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("train", "train in this process (actors + learner); resumes run.dir's checkpoint"),
+                            ("launch", "train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
+                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)")):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")
+    p = sub.add_parser("eval", help="grade a checkpoint on the Pons test sets (weak/strong error, policy and MCTS)")
+    p.add_argument("--checkpoint", required=True, help="a ckpt-*.pt file or a run directory (its newest)")
+    p.add_argument("--positions", type=int, default=1000, help="positions per set (first N of 1000)")
+    p.add_argument("--simulations", type=int, default=0, help="MCTS simulations per move (default: eval.simulations)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    p.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
+    p.add_argument("--json", default="", help="also write the results here")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    args, overrides = parser.parse_known_args(argv)
+    if args.command == "eval" and overrides:
+        parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    from .checkpoint import CheckpointError
+    from .config import ConfigError
+    from .evaluate import EvalError
+    try:
+        return {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval}[args.command](args, overrides)
+    except ConfigError as e:
+        print(f"selfplay: error: {e}", file=sys.stderr)
+        return 2
+    except (CheckpointError, EvalError, RuntimeError) as e:
+        if getattr(args, "debug", False):
+            raise
+        print(f"selfplay: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

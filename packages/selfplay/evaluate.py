@@ -1,0 +1,181 @@
+"""Grade a Connect Four network on Pascal Pons's six test sets with a perfect solver.
+
+For each position the solver (bitbully) scores every legal move; a chosen move is a
+*weak* error when it changes the game-theoretic result (win -> draw/loss, draw -> loss)
+and a *strong* error when it is not one of the best-scoring moves. Both the raw policy
+(argmax of the network's prior) and MCTS at a fixed simulation count are graded.
+Solver labels are cached under ~/.cache/gantry (keyed by the set file's hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .games import ConnectFour
+from .mcts import BatchedMCTS, masked_softmax
+
+# (file, name) in the order the README reports them: late game first, hardest last
+PONS_SETS = (
+    ("Test_L3_R1", "End-Easy"),
+    ("Test_L2_R1", "Middle-Easy"),
+    ("Test_L2_R2", "Middle-Medium"),
+    ("Test_L1_R1", "Begin-Easy"),
+    ("Test_L1_R2", "Begin-Medium"),
+    ("Test_L1_R3", "Begin-Hard"),
+)
+ILLEGAL = -1000  # solver score stored for a full column
+
+
+class EvalError(RuntimeError):
+    """The test sets or the solver cannot be used; the message says how to fix it."""
+
+
+def find_pons_dir(configured: str = "") -> Path:
+    """eval.pons_dir, else $GANTRY_PONS_DIR, else ../shared/benchmarks/connect4/pons beside the repo or cwd.
+
+    A folder named explicitly must hold the sets: a typo is an error, not a silent fallback.
+    """
+    explicit = configured or os.environ.get("GANTRY_PONS_DIR", "")
+    repo = Path(__file__).resolve().parents[2]
+    candidates = [explicit] if explicit else [str(repo.parent / "shared/benchmarks/connect4/pons"),
+                                               str(Path.cwd().parent / "shared/benchmarks/connect4/pons")]
+    for c in candidates:
+        if (Path(c) / PONS_SETS[0][0]).is_file():
+            return Path(c)
+    raise EvalError(f"Pons test sets not found in {' or '.join(candidates)}: "
+                    f"set eval.pons_dir or GANTRY_PONS_DIR to the folder holding Test_L1_R1 ...")
+
+
+@dataclass
+class PonsSet:
+    name: str
+    moves: list[list[int]]  # 0-indexed columns from the empty board
+    labels: np.ndarray      # int16 [N, 7]: solver score of every move for the side to move, ILLEGAL if full
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "gantry" / "pons-labels"
+
+
+def solver_labels(moves: list[list[int]]) -> np.ndarray:
+    """Score every move of every position with bitbully (opening book + search)."""
+    try:
+        from bitbully import BitBully, Board
+    except ImportError:
+        raise EvalError("the bitbully solver is not installed: run `make install` (it is a base dependency)") from None
+    agent = BitBully()
+    labels = np.full((len(moves), 7), ILLEGAL, dtype=np.int16)
+    for i, m in enumerate(moves):
+        for col, score in agent.score_all_moves(Board.from_moves(m)).items():
+            labels[i, col] = score
+    return labels
+
+
+def load_set(pons_dir: Path, file: str, name: str, limit: int = 1000) -> PonsSet:
+    """The first ``limit`` positions of one set with their solver labels (labelled once, then cached)."""
+    path = pons_dir / file
+    text = path.read_bytes()
+    lines = [ln.split() for ln in text.decode().splitlines() if ln.strip()][:limit]
+    moves = [ConnectFour.parse_pons_moves(ln[0]) for ln in lines]
+    # the cache holds a labelled prefix of the set; grading more positions extends it
+    cache = _cache_dir() / f"{file}-{hashlib.sha256(text).hexdigest()[:16]}.npy"
+    labels = np.load(cache) if cache.is_file() else np.zeros((0, 7), dtype=np.int16)
+    if len(labels) < len(moves):
+        fresh = solver_labels(moves[len(labels):])
+        best = fresh.max(axis=1)
+        given = np.array([int(ln[1]) for ln in lines[len(labels):]])
+        if not (best == given).all():  # the solver and the file must agree before we trust either
+            bad = int(np.flatnonzero(best != given)[0])
+            raise EvalError(f"{path}: line {len(labels) + bad + 1} scores {given[bad]} but the solver says "
+                            f"{best[bad]}: the file is damaged or not a Pons set")
+        labels = np.concatenate([labels, fresh])
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.tmp-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            np.save(f, labels)
+        os.replace(tmp, cache)
+    return PonsSet(name, moves, labels[:len(moves)])
+
+
+def load_sets(pons_dir: Path, limit: int = 1000) -> list[PonsSet]:
+    return [load_set(pons_dir, f, n, limit) for f, n in PONS_SETS]
+
+
+def grade(labels: np.ndarray, chosen: np.ndarray) -> tuple[float, float]:
+    """(weak error rate, strong error rate) of one chosen column per position."""
+    best = labels.max(axis=1)
+    got = labels[np.arange(len(labels)), chosen]
+    weak = np.sign(got) < np.sign(best)
+    strong = got < best
+    return float(weak.mean()), float(strong.mean())
+
+
+def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1.5) -> dict:
+    """Weak and strong error of the raw policy and of MCTS per set, plus totals and timing."""
+    game = ConnectFour()
+    mcts = BatchedMCTS(game, evaluator, c_puct=c_puct)
+    started = time.perf_counter()
+    results: dict = {}
+    for s in sets:
+        states = game.states_from_moves(s.moves)
+        logits, _ = evaluator(game.encode(states))
+        policy_move = masked_softmax(logits, game.legal_mask(states)).argmax(axis=1)
+        visits = mcts.search(states, simulations, add_noise=False).visits
+        mcts_move = visits.argmax(axis=1)
+        pw, ps = grade(s.labels, policy_move)
+        mw, ms = grade(s.labels, mcts_move)
+        results[s.name] = {"policy_weak": pw, "policy_strong": ps, "mcts_weak": mw, "mcts_strong": ms,
+                           "positions": len(s.moves)}
+    results["_meta"] = {"simulations": simulations, "seconds": time.perf_counter() - started}
+    return results
+
+
+def format_table(results: dict) -> str:
+    rows = [f"{'set':<14} {'n':>5} {'policy weak':>12} {'policy strong':>14} {'mcts weak':>10} {'mcts strong':>12}"]
+    for name, r in results.items():
+        if name.startswith("_"):
+            continue
+        rows.append(f"{name:<14} {r['positions']:>5} {100 * r['policy_weak']:>11.1f}% {100 * r['policy_strong']:>13.1f}%"
+                    f" {100 * r['mcts_weak']:>9.1f}% {100 * r['mcts_strong']:>11.1f}%")
+    meta = results.get("_meta", {})
+    rows.append(f"(MCTS at {meta.get('simulations')} simulations, graded by bitbully; {meta.get('seconds', 0):.0f} s)")
+    return "\n".join(rows)
+
+
+def summary(results: dict) -> dict[str, float]:
+    """Flat metrics for stats.jsonl / TensorBoard: eval/<set>/<kind>."""
+    out = {}
+    for name, r in results.items():
+        if name.startswith("_"):
+            continue
+        for k in ("policy_weak", "policy_strong", "mcts_weak", "mcts_strong"):
+            out[f"eval/{name}/{k}"] = r[k]
+    return out
+
+
+def evaluate_weights(state_dict: dict, model_cfg: dict, pons_dir: str, positions: int, simulations: int,
+                     c_puct: float, precision: str = "auto") -> dict:
+    """Process-pool entry: rebuild the net from a plain state dict and grade it (one thread)."""
+    import torch
+
+    from .hardware import inference_dtype
+    from .inference import NetworkEvaluator
+    from .model import build_model
+
+    torch.set_num_threads(1)
+    model = build_model(ConnectFour(), model_cfg["channels"], model_cfg["blocks"])
+    model.load_state_dict(state_dict)
+    sets = load_sets(find_pons_dir(pons_dir), positions)
+    return evaluate(NetworkEvaluator(model.eval(), inference_dtype(precision)), sets, simulations, c_puct)
+
+
+def dumps(results: dict) -> str:
+    return json.dumps(results, indent=2, sort_keys=True)

@@ -1,0 +1,85 @@
+"""What a run reports: stats.jsonl (one JSON object per record), TensorBoard events, a progress line.
+
+Keys use TensorBoard's namespaces (charts/, losses/, selfplay/, learner/, eval/) in both
+files, so a plot of stats.jsonl and TensorBoard agree. Only rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+
+class RunLog:
+    def __init__(self, run_dir: str | Path, enabled: bool = True, stream=None):
+        self.enabled = enabled
+        self.stream = stream or sys.stdout
+        self.dir = Path(run_dir)
+        self._tb = None
+        self._jsonl = None
+        if enabled:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._jsonl = open(self.dir / "stats.jsonl", "a", buffering=1)  # line-buffered: a crash loses nothing
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self._tb = SummaryWriter(str(self.dir / "tb"))
+            except ImportError:  # tensorboard is a base dependency; a trimmed install still trains
+                self.say("tensorboard is not installed: writing stats.jsonl only")
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            print(text, file=self.stream, flush=True)
+
+    def record(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
+        if not self.enabled:
+            return
+        clean = {k: v if isinstance(v, str) else float(v) if isinstance(v, (int, float)) and math.isfinite(v)
+                 else None for k, v in metrics.items()}
+        self._jsonl.write(json.dumps({"kind": kind, "step": step, "time": round(time.time(), 3), **clean}) + "\n")
+        if self._tb is not None:
+            for k, v in clean.items():
+                if isinstance(v, float):
+                    self._tb.add_scalar(k, v, step)
+
+    def hparams(self, config_yaml: str) -> None:
+        if self._tb is not None:
+            self._tb.add_text("config", "```yaml\n" + config_yaml + "\n```", 0)
+
+    def close(self) -> None:
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def human(n: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def progress_line(m: dict, last_eval: dict | None) -> str:
+    """One line a person can read: where the run is, how fast, whether the learner waits, how good."""
+    parts = [f"step {m['charts/step']:.0f}",
+             f"games {human(m['selfplay/games'])}",
+             f"{human(m['charts/positions_per_s'])} pos/s",
+             f"{human(m['charts/simulations_per_s'])} sims/s",
+             f"buffer {human(m['learner/buffer_size'])} (reuse {m['learner/mean_reuse']:.1f})",
+             ]
+    if m.get("losses/total") is not None:
+        parts.append(f"loss {m['losses/total']:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
+    waiting = m.get("learner/wait_fraction", 0.0)
+    if waiting > 0.2:
+        parts.append(f"learner waits {100 * waiting:.0f}% ({m.get('learner/wait_reason', 'no data')})")
+    if last_eval:
+        hard = last_eval.get("eval/Begin-Hard/mcts_weak")
+        mid = last_eval.get("eval/Middle-Medium/mcts_weak")
+        if hard is not None:
+            parts.append(f"eval weak err: mid-med {100 * mid:.1f}% begin-hard {100 * hard:.1f}%")
+    return " | ".join(parts)

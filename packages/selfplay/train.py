@@ -1,0 +1,217 @@
+"""AlphaZero-style training: actors play, the learner learns, rank 0 writes.
+
+    make train-local                                   # Connect Four on this machine
+    python -m selfplay train --config connect4 --run.dir=runs/c4 --run.max_minutes=30
+    python -m selfplay launch --config connect4        # under torchrun; NNODES/NODE_RANK/MASTER_ADDR from env
+
+A run directory that already holds a checkpoint is resumed (same step, weights, optimizer
+and replay buffer): run the same command again after Ctrl-C, SIGTERM or a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import multiprocessing as mp
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+import torch
+
+from . import checkpoint, evaluate
+from .actor_pool import ActorPool
+from .config import Config, dump
+from .distributed import DistInfo, agree, broadcast_int, broadcast_model, close, init_distributed
+from .games import make_game
+from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
+from .learner import Learner
+from .replay import ReplayBuffer
+from .stats import RunLog, progress_line
+from .weights import SharedWeights, flat_float_state
+
+log = logging.getLogger("selfplay")
+
+
+class StopRequested:
+    """SIGTERM (Spot preemption, docker stop) and Ctrl-C set a flag; the loop checkpoints and exits 0."""
+
+    def __init__(self):
+        self.reason = ""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.reason = signal.Signals(signum).name
+
+    def __bool__(self):
+        return bool(self.reason)
+
+
+def train(cfg: Config) -> int:
+    """Run until max_steps / max_minutes / a signal; return the last learner step."""
+    stop = StopRequested()
+    info = init_distributed(cfg.dist.backend, cfg.dist.timeout_s)
+    runlog = RunLog(cfg.run.dir, enabled=info.is_main)
+    try:
+        return _run(cfg, info, runlog, stop)
+    finally:
+        runlog.close()
+        close(info)
+
+
+def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> int:
+    game = make_game(cfg.game.name)
+    device = pick_device(cfg.run.device)
+    precision = pick_precision(device, cfg.learner.precision)
+    actors = cfg.actors.count or default_actor_count()
+    if device.type == "cpu":  # the learner gets the cores the actors leave
+        torch.set_num_threads(max(1, physical_cores() - actors))
+    seed = cfg.run.seed + 1000 * info.rank
+    torch.manual_seed(seed)
+    learner = Learner(cfg, game, precision, info, seed)
+    replay = ReplayBuffer(cfg.learner.replay_capacity, game.state_words, game.num_actions,
+                          cfg.learner.max_reuse, seed)
+    counters = {"games": 0, "positions": 0, "actor_restarts": 0}
+
+    # -- resume: rank 0 reads the newest checkpoint, then every rank starts from its weights and step
+    step = 0
+    newest = checkpoint.latest(cfg.run.dir) if info.is_main else None
+    if newest is not None:
+        payload = checkpoint.load(newest)
+        checkpoint.check_compatible(payload["config"], cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        learner.load_state_dict(payload)
+        if payload.get("replay"):
+            replay.load_state_dict(payload["replay"])
+        counters.update(payload.get("counters", {}))
+        step = int(payload["step"])
+        runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
+    step = broadcast_int(step, info, device)
+    broadcast_model(learner.model, info)
+    runlog.hparams(dump(cfg))
+    runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
+               f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
+               f"learner {precision.describe()}"
+               + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")
+               + f", run dir {cfg.run.dir}")
+
+    numel = sum(v.numel() for _, v in flat_float_state(learner.model))
+    weights = SharedWeights(numel)
+    weights.publish(learner.model, step)
+    pool = ActorPool(actors, cfg.to_dict(), weights.name, numel, seed, cfg.actors.restart_limit)
+    eval_due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
+    evaluator_pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) if eval_due else None
+    pending_eval: Future | None = None
+    last_eval: dict | None = None
+
+    def save(final: bool = False) -> None:
+        if not info.is_main:
+            return
+        payload = {**learner.state_dict(), "step": step, "config": cfg.to_dict(), "counters": counters,
+                   "replay": replay.state_dict()}
+        path = checkpoint.save(cfg.run.dir, step, payload, keep=cfg.run.keep_checkpoints)
+        runlog.say(f"checkpoint {path}" + (" (final)" if final else ""))
+
+    started = time.monotonic()
+    last_log = last_ckpt = last_eval_t = started
+    window = {"steps": 0, "wait_s": 0.0, "throttled": 0, "filling": 0, "t": started, "totals": None}
+    losses: list[dict] = []
+    versions: list[float] = []
+    ready_step = False
+    try:
+        pool.start()
+        while True:
+            # -- gather self-play output; wait briefly only when the learner cannot step anyway
+            for event in pool.check():
+                counters["actor_restarts"] += 1
+                runlog.say(f"warning: {event}")
+            wait_from = time.monotonic()
+            for s in pool.get(timeout=0 if ready_step else 0.25):
+                replay.add(s.states, s.policy, s.z, s.q, s.version)
+                counters["games"] += s.games
+                counters["positions"] += len(s.z)
+            has_batch = replay.size >= cfg.learner.min_replay and replay.eligible() >= cfg.learner.batch_size
+            out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
+                          (cfg.run.max_minutes and time.monotonic() - started >= 60 * cfg.run.max_minutes)
+            ready_step, stopping = agree(has_batch, bool(stop) or bool(out_of_time), info, device)
+            if stopping:
+                break
+            if not ready_step:
+                window["wait_s"] += time.monotonic() - wait_from
+                window["throttled" if replay.size >= cfg.learner.min_replay else "filling"] += 1
+            else:
+                batch = replay.sample(cfg.learner.batch_size)
+                losses.append(learner.step(batch))
+                versions.append(float(step - batch["version"].mean()))
+                step += 1
+                window["steps"] += 1
+                if step % cfg.learner.publish_every == 0:
+                    weights.publish(learner.model, step)
+
+            now = time.monotonic()
+            if pending_eval is not None and pending_eval.done():
+                try:
+                    result = pending_eval.result()
+                    last_eval = evaluate.summary(result)
+                    runlog.record(step, last_eval, kind="eval")
+                    runlog.say("evaluation at step %d:\n%s" % (step, evaluate.format_table(result)))
+                except Exception as e:  # an evaluation failure must not end the training
+                    runlog.say(f"warning: evaluation failed: {e}")
+                pending_eval = None
+            if evaluator_pool and pending_eval is None and now - last_eval_t >= 60 * cfg.eval.every_minutes:
+                last_eval_t = now
+                state = {k: v.detach().cpu().clone() for k, v in learner.model.state_dict().items()}
+                pending_eval = evaluator_pool.submit(
+                    evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,
+                    cfg.eval.positions_per_set, cfg.eval.simulations, cfg.search.c_puct, cfg.actors.precision)
+            if now - last_log >= cfg.run.log_every_seconds:
+                metrics = _window_metrics(window, pool, replay, counters, losses, versions, step, now - last_log)
+                runlog.record(step, metrics)
+                runlog.say(progress_line(metrics, last_eval))
+                losses.clear()
+                versions.clear()
+                last_log = now
+            if now - last_ckpt >= 60 * cfg.run.checkpoint_every_minutes:
+                save()
+                last_ckpt = now
+        if stop:
+            runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
+        pool.stop()
+        save(final=True)
+        return step
+    finally:
+        pool.stop()
+        weights.close()
+        if evaluator_pool is not None:
+            evaluator_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _window_metrics(window: dict, pool: ActorPool, replay: ReplayBuffer, counters: dict, losses: list[dict],
+                    versions: list[float], step: int, seconds: float) -> dict:
+    totals = pool.totals()
+    previous = window["totals"] or {k: 0.0 for k in totals}
+    delta = {k: max(0.0, totals[k] - previous[k]) for k in totals}
+    window["totals"] = totals
+    waits = window["throttled"] + window["filling"]
+    m = {
+        "charts/step": step,
+        "charts/positions_per_s": delta["moves"] / seconds,
+        "charts/simulations_per_s": delta["simulations"] / seconds,
+        "charts/learner_steps_per_s": window["steps"] / seconds,
+        "selfplay/games": counters["games"],
+        "selfplay/positions": counters["positions"],
+        "selfplay/evals_per_call": delta["evals"] / max(1.0, delta["calls"]),
+        "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
+        "selfplay/actor_restarts": counters["actor_restarts"],
+        "learner/buffer_size": replay.size,
+        "learner/mean_reuse": replay.mean_uses(),
+        "learner/wait_fraction": min(1.0, window["wait_s"] / seconds),
+        "learner/sample_staleness": float(np.mean(versions)) if versions else 0.0,
+    }
+    if waits:
+        m["learner/wait_reason"] = "reuse cap: self-play is behind" if window["throttled"] >= window["filling"] \
+            else "filling the buffer"
+    for key in ("losses/policy", "losses/value", "losses/total", "losses/policy_target_entropy"):
+        m[key] = float(np.mean([x[key] for x in losses])) if losses else None
+    window.update(steps=0, wait_s=0.0, throttled=0, filling=0)
+    return m

@@ -1,0 +1,129 @@
+"""The trainer as a user runs it: real processes, real signals, real checkpoints (tic-tac-toe, tiny budgets)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+FAST = ["--actors.count=1", "--run.log_every_seconds=1", "--eval.every_minutes=0"]
+
+
+def selfplay(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "selfplay", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args):
+    return subprocess.Popen([sys.executable, "-m", "selfplay", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def records(run_dir, kind="train"):
+    lines = (Path(run_dir) / "stats.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
+    run = tmp_path / "run"
+    first = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=60", *FAST)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (run / "ckpt-000000060.pt").is_file() and list((run / "tb").iterdir())
+    stats = records(run)
+    assert stats and {"charts/positions_per_s", "losses/total", "learner/buffer_size"} <= set(stats[-1])
+    saved = torch.load(run / "ckpt-000000060.pt", weights_only=True)
+    assert saved["step"] == 60 and saved["replay"]["z"].shape[0] > 0
+
+    second = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=90", *FAST)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resumed from" in second.stdout and "at step 60" in second.stdout
+    resumed = torch.load(run / "ckpt-000000090.pt", weights_only=True)
+    assert resumed["step"] == 90
+    assert resumed["counters"]["games"] >= saved["counters"]["games"]  # counters carry over, not restart
+    assert f"({saved['replay']['z'].shape[0]} positions in the buffer)" in second.stdout  # the buffer is warm
+
+
+def test_sigterm_checkpoints_and_exits_0_within_25_seconds(tmp_path):
+    run = tmp_path / "run"
+    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", *FAST)
+    try:
+        wait_for(lambda: (run / "stats.jsonl").is_file() and any(
+            r["charts/step"] > 0 for r in records(run)), 120, "the first learner steps")
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=25)
+        assert time.monotonic() - sent < 25
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "SIGTERM: stopping actors and writing a final checkpoint" in out
+    final = sorted(run.glob("ckpt-*.pt"))[-1]
+    assert torch.load(final, weights_only=True)["step"] > 0
+
+
+def actor_pids(parent: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(parent), "-f", "spawn_main"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path):
+    run = tmp_path / "run"
+    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=150", *FAST)
+    try:
+        wait_for(lambda: (run / "stats.jsonl").is_file() and any(
+            r["charts/step"] > 0 for r in records(run)), 120, "the first learner steps")
+        victims = actor_pids(proc.pid)
+        assert victims, "no actor process found"
+        os.kill(victims[0], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "died with exit code -9; restarted (1/10)" in out
+    assert (run / "ckpt-000000150.pt").is_file()
+    assert records(run)[-1]["selfplay/actor_restarts"] == 1
+
+
+def test_a_corrupt_checkpoint_is_refused_with_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ckpt-000000010.pt").write_bytes(b"not a checkpoint")
+    result = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=5", *FAST)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"selfplay: error: checkpoint {run}/ckpt-000000010.pt is corrupt or not a Gantry checkpoint "
+        f"(UnpicklingError): move it aside to resume from the one before it, or start a new run.dir"]
+    assert (run / "ckpt-000000010.pt").read_bytes() == b"not a checkpoint"  # nothing lost
+
+
+def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    result = selfplay("train", "--config", "connect4", f"--run.dir={run}", "--model.channels=8",
+                      "--model.blocks=1", "--actors.games=16", "--search.simulations=8", "--learner.batch_size=32",
+                      "--learner.min_replay=64", "--eval.every_minutes=0.02", "--eval.positions_per_set=10",
+                      "--eval.simulations=4", "--run.max_minutes=0.5", "--actors.count=1",
+                      "--run.log_every_seconds=1", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    evals = records(run, kind="eval")
+    assert evals and "eval/Begin-Hard/mcts_weak" in evals[0]
+    graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
+                      "--json", str(tmp_path / "eval.json"))
+    assert graded.returncode == 0, graded.stderr
+    assert "Begin-Hard" in graded.stdout
+    data = json.loads((tmp_path / "eval.json").read_text())
+    assert 0 <= data["End-Easy"]["mcts_weak"] <= 1 and data["End-Easy"]["positions"] == 10

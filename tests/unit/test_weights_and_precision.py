@@ -1,0 +1,62 @@
+"""Versioned weights through shared memory, and the precision policy for every device class."""
+
+import pytest
+import torch
+
+from selfplay.config import ConfigError
+from selfplay.games import ConnectFour
+from selfplay.hardware import precision_for
+from selfplay.model import build_model, fold_batchnorm
+from selfplay.weights import SharedWeights, flat_float_state
+
+
+def test_published_weights_reach_a_reader_with_their_version():
+    game = ConnectFour()
+    src, dst = build_model(game, 8, 1), build_model(game, 8, 1)
+    numel = sum(v.numel() for _, v in flat_float_state(src))
+    writer = SharedWeights(numel)
+    reader = SharedWeights(numel, name=writer.name)
+    try:
+        assert reader.read_into(dst, -1) == -1          # nothing published yet
+        writer.publish(src, 7)
+        assert reader.read_into(dst, -1) == 7
+        assert reader.read_into(dst, 7) == 7            # no newer version: unchanged
+        for (k, a), (_, b) in zip(flat_float_state(src), flat_float_state(dst)):
+            assert torch.equal(a, b), k
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_folded_inference_net_matches_the_training_net():
+    game = ConnectFour()
+    model = build_model(game, 16, 2)
+    with torch.no_grad():  # non-trivial BatchNorm statistics
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    x = torch.from_numpy(game.encode(game.states_from_moves([[3, 3, 2], [0]])))
+    with torch.no_grad():
+        p1, v1 = model(x)
+        p2, v2 = fold_batchnorm(model)(x)
+    torch.testing.assert_close(p1, p2, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(v1, v2, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("device,requested,capability,amx,dtype,scaler", [
+    ("cuda", "auto", (7, 5), False, torch.float16, True),     # T4: fp16 + GradScaler, never emulated bf16
+    ("cuda", "auto", (8, 0), False, torch.bfloat16, False),   # A100
+    ("cuda", "fp32", (9, 0), False, None, False),
+    ("cpu", "auto", None, True, torch.bfloat16, False),       # AMX
+    ("cpu", "auto", None, False, None, False),
+])
+def test_precision_policy(device, requested, capability, amx, dtype, scaler):
+    p = precision_for(torch.device(device), requested, capability, amx)
+    assert p.dtype == dtype and p.use_grad_scaler == scaler
+
+
+def test_fp16_on_cpu_is_a_config_error():
+    with pytest.raises(ConfigError, match="fp16 needs CUDA"):
+        precision_for(torch.device("cpu"), "fp16", None, False)
