@@ -1,0 +1,42 @@
+locals {
+  # The one label that ties every billable thing to this deployment; `make destroy` searches
+  # for it to prove nothing is left.
+  labels = { gantry-deployment = var.deployment_name }
+
+  # Firewall rules target this tag: only the deployment's own nodes talk to each other.
+  node_tag = "${var.deployment_name}-node"
+
+  # Google's published source range for IAP TCP forwarding: the only way in over SSH.
+  iap_source_range = "35.235.240.0/20"
+
+  required_apis = [
+    "artifactregistry.googleapis.com",
+    "compute.googleapis.com",
+    "iam.googleapis.com",
+    "iap.googleapis.com",
+    "logging.googleapis.com",
+    "oslogin.googleapis.com",
+    "storage.googleapis.com",
+  ]
+
+  registry_host        = "${var.region}-docker.pkg.dev"
+  image_repository_url = "${local.registry_host}/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+  bucket_name          = coalesce(var.bucket_name, "${var.project_id}-${var.deployment_name}-runs")
+
+  # The agent's code is written in packages/gantry; until it exists a placeholder keeps the
+  # boot path (metadata key -> systemd unit) exercised end to end.
+  packaged_agent    = "${path.module}/../packages/gantry/agent.py"
+  agent_source_path = coalesce(var.agent_source_path, fileexists(local.packaged_agent) ? local.packaged_agent : "${path.module}/files/agent_placeholder.py")
+
+  node_metadata = merge(
+    {
+      enable-oslogin                             = "TRUE"
+      enable-guest-attributes                    = "TRUE"
+      block-project-ssh-keys                     = "TRUE"
+      startup-script                             = module.startup_script.script
+      (module.startup_script.agent_metadata_key) = file(local.agent_source_path)
+    },
+    # Older Deep Learning VM families install the driver at first boot only when asked.
+    var.use_gpu ? { install-nvidia-driver = "True" } : {},
+  )
+}

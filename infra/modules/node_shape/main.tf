@@ -1,0 +1,48 @@
+# Every decision about what a Gantry node is: shape, disk, NIC, image, GPUs and scheduling.
+# Pure expressions over the variables, no provider: the root module only wires these into
+# google_compute_instance, and tests/*.tftest.hcl check every use_gpu x spot combination offline.
+
+locals {
+  machine_type   = var.use_gpu ? var.gpu_machine_type : var.cpu_machine_type
+  machine_family = split("-", local.machine_type)[0]
+
+  # Hyperdisk-only families refuse pd-*; older families (N1, N2, E2) have no hyperdisk-balanced.
+  hyperdisk_families = ["c4", "c4d", "c3", "c3d", "n4", "h3", "m3", "m4", "x4", "z3"]
+  boot_disk_type     = contains(local.hyperdisk_families, local.machine_family) ? "hyperdisk-balanced" : "pd-balanced"
+
+  # C4 requires gVNIC and the Ubuntu image supports it. Deep Learning VM images are left on
+  # the default virtio-net, which every image supports.
+  nic_type = var.use_gpu ? null : "GVNIC"
+
+  image_project = var.use_gpu ? var.gpu_image_project : split("/", var.cpu_image)[0]
+  image_family  = var.use_gpu ? var.gpu_image_family : split("/", var.cpu_image)[1]
+  # GCE resolves a family to its newest image at create time.
+  image = "projects/${local.image_project}/global/images/family/${local.image_family}"
+
+  # A dynamic guest_accelerator block iterates this: empty on the CPU path, so no block with
+  # count = 0 is ever sent.
+  guest_accelerators = var.use_gpu ? [{ type = var.accelerator_type, count = var.accelerator_count }] : []
+  accelerator        = var.use_gpu ? "${var.accelerator_count}x ${var.accelerator_type}" : "none"
+
+  # GPUs cannot live-migrate and Spot VMs cannot either: both need TERMINATE. A Spot VM must not
+  # restart automatically (GCE refuses it); a standard one should come back after a host event.
+  on_host_maintenance = var.use_gpu || var.spot ? "TERMINATE" : "MIGRATE"
+  max_run_seconds     = var.max_run_hours > 0 ? floor(var.max_run_hours * 3600) : null
+  # GCE accepts a termination action only for Spot VMs or with a max run duration.
+  termination_action = var.spot || var.max_run_hours > 0 ? var.termination_action : null
+
+  scheduling = {
+    provisioning_model          = var.spot ? "SPOT" : "STANDARD"
+    preemptible                 = var.spot
+    automatic_restart           = !var.spot
+    on_host_maintenance         = local.on_host_maintenance
+    instance_termination_action = local.termination_action
+    max_run_duration_seconds    = local.max_run_seconds
+  }
+
+  # NVIDIA's kernel modules on Deep Learning VM images are not always signed for Secure Boot;
+  # vTPM and integrity monitoring stay on for both paths.
+  enable_secure_boot = !var.use_gpu
+
+  node_indexes = range(var.node_count)
+}

@@ -1,0 +1,188 @@
+# Every use_gpu x spot combination, plus max_run_hours and the deliberate non-C4 override.
+# Offline: the module has no provider, so `terraform test` needs no download.
+
+run "cpu_on_demand_defaults" {
+  command = plan
+
+  assert {
+    condition     = output.machine_type == "c4-highcpu-16"
+    error_message = "The CPU path must default to c4-highcpu-16."
+  }
+  assert {
+    condition     = output.boot_disk_type == "hyperdisk-balanced"
+    error_message = "C4 refuses pd-* disks: the boot disk must be hyperdisk-balanced."
+  }
+  assert {
+    condition     = output.nic_type == "GVNIC"
+    error_message = "C4 requires gVNIC."
+  }
+  assert {
+    condition     = output.image == "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
+    error_message = "The CPU path boots the Ubuntu LTS family."
+  }
+  assert {
+    condition     = length(output.guest_accelerators) == 0 && output.accelerator == "none"
+    error_message = "The CPU path attaches no GPU (not even a count = 0 block)."
+  }
+  assert {
+    condition = jsonencode(output.scheduling) == jsonencode({
+      provisioning_model          = "STANDARD"
+      preemptible                 = false
+      automatic_restart           = true
+      on_host_maintenance         = "MIGRATE"
+      instance_termination_action = null
+      max_run_duration_seconds    = null
+    })
+    error_message = "An on-demand CPU node live-migrates, restarts automatically and has no termination action."
+  }
+  assert {
+    condition     = output.enable_secure_boot && jsonencode(output.node_indexes) == "[0]"
+    error_message = "The CPU path boots with Secure Boot; node_count 1 means one node, index 0."
+  }
+}
+
+run "cpu_spot" {
+  command = plan
+
+  variables {
+    spot       = true
+    node_count = 3
+  }
+
+  assert {
+    condition     = output.machine_type == "c4-highcpu-16" && output.boot_disk_type == "hyperdisk-balanced"
+    error_message = "Spot does not change the shape."
+  }
+  assert {
+    condition = jsonencode(output.scheduling) == jsonencode({
+      provisioning_model          = "SPOT"
+      preemptible                 = true
+      automatic_restart           = false
+      on_host_maintenance         = "TERMINATE"
+      instance_termination_action = "STOP"
+      max_run_duration_seconds    = null
+    })
+    error_message = "Spot needs SPOT, preemptible, no automatic restart, TERMINATE and a termination action."
+  }
+  assert {
+    condition     = jsonencode(output.node_indexes) == "[0,1,2]"
+    error_message = "node_count 3 means indexes 0, 1, 2."
+  }
+}
+
+run "gpu_on_demand" {
+  command = plan
+
+  variables {
+    use_gpu = true
+  }
+
+  assert {
+    condition     = output.machine_type == "n1-standard-8" && output.machine_family == "n1"
+    error_message = "The GPU path must default to n1-standard-8."
+  }
+  assert {
+    condition     = jsonencode(output.guest_accelerators) == jsonencode([{ count = 1, type = "nvidia-tesla-t4" }])
+    error_message = "The GPU path attaches one nvidia-tesla-t4."
+  }
+  assert {
+    condition     = output.accelerator == "1x nvidia-tesla-t4"
+    error_message = "The cost-estimate accelerator string is wrong."
+  }
+  assert {
+    condition     = output.boot_disk_type == "pd-balanced" && output.nic_type == null
+    error_message = "N1 has no hyperdisk-balanced; Deep Learning VM images stay on virtio-net."
+  }
+  assert {
+    condition     = output.image == "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+    error_message = "The GPU path boots a Deep Learning VM family with the NVIDIA driver baked in."
+  }
+  assert {
+    condition = jsonencode(output.scheduling) == jsonencode({
+      provisioning_model          = "STANDARD"
+      preemptible                 = false
+      automatic_restart           = true
+      on_host_maintenance         = "TERMINATE"
+      instance_termination_action = null
+      max_run_duration_seconds    = null
+    })
+    error_message = "A GPU node cannot live-migrate: on_host_maintenance must be TERMINATE."
+  }
+  assert {
+    condition     = !output.enable_secure_boot
+    error_message = "Secure Boot is off on the GPU path (the NVIDIA module may be unsigned)."
+  }
+}
+
+run "gpu_spot_with_max_run_hours" {
+  command = plan
+
+  variables {
+    use_gpu            = true
+    spot               = true
+    max_run_hours      = 6
+    termination_action = "DELETE"
+    accelerator_count  = 2
+    gpu_machine_type   = "n1-highmem-16"
+  }
+
+  assert {
+    condition     = output.machine_type == "n1-highmem-16" && jsonencode(output.guest_accelerators) == jsonencode([{ count = 2, type = "nvidia-tesla-t4" }])
+    error_message = "gpu_machine_type and accelerator_count must pass through."
+  }
+  assert {
+    condition = jsonencode(output.scheduling) == jsonencode({
+      provisioning_model          = "SPOT"
+      preemptible                 = true
+      automatic_restart           = false
+      on_host_maintenance         = "TERMINATE"
+      instance_termination_action = "DELETE"
+      max_run_duration_seconds    = 21600
+    })
+    error_message = "Spot GPU with max_run_hours = 6 must carry a 21600 s max_run_duration and DELETE."
+  }
+}
+
+run "cpu_on_demand_with_max_run_hours" {
+  command = plan
+
+  variables {
+    max_run_hours = 1.5
+  }
+
+  assert {
+    condition     = output.scheduling.max_run_duration_seconds == 5400
+    error_message = "max_run_hours 1.5 is 5400 s."
+  }
+  assert {
+    condition     = output.scheduling.instance_termination_action == "STOP" && output.scheduling.provisioning_model == "STANDARD"
+    error_message = "A max run duration needs a termination action, even on a standard VM."
+  }
+}
+
+run "non_c4_cpu_shape_deliberately" {
+  command = plan
+
+  variables {
+    cpu_machine_type       = "n2-standard-16"
+    allow_non_c4_cpu_shape = true
+  }
+
+  assert {
+    condition     = output.machine_type == "n2-standard-16" && output.boot_disk_type == "pd-balanced"
+    error_message = "An overridden non-C4 shape gets pd-balanced (N2 has no hyperdisk-balanced)."
+  }
+}
+
+run "image_overrides" {
+  command = plan
+
+  variables {
+    cpu_image = "ubuntu-os-cloud/ubuntu-2204-lts"
+  }
+
+  assert {
+    condition     = output.image_project == "ubuntu-os-cloud" && output.image_family == "ubuntu-2204-lts"
+    error_message = "cpu_image PROJECT/FAMILY must be split into project and family."
+  }
+}

@@ -1,0 +1,31 @@
+# The node's boot contract, in one place: which metadata key carries the agent, where it is
+# installed, the systemd unit that runs it, where it logs, and the guest-attribute namespace
+# that reports boot state. The launcher (packages/gantry) reads the same names from outputs.
+
+locals {
+  agent_metadata_key  = "gantry-agent"
+  run_metadata_key    = "gantry-run"
+  agent_path          = "/opt/gantry/agent.py"
+  agent_unit          = "gantry-agent.service"
+  agent_log_path      = "/var/log/gantry-agent.log"
+  agent_env_path      = "/etc/gantry/agent.env"
+  guest_attribute_ns  = "gantry"
+  registry_login_user = "oauth2accesstoken"
+
+  script = templatefile("${path.module}/templates/startup.sh.tftpl", {
+    deployment_name       = var.deployment_name
+    use_gpu               = var.use_gpu
+    registry_host         = var.registry_host
+    bucket                = var.bucket
+    idle_shutdown_minutes = var.idle_shutdown_minutes
+    required_cuda_version = var.required_cuda_version
+    agent_metadata_key    = local.agent_metadata_key
+    run_metadata_key      = local.run_metadata_key
+    agent_path            = local.agent_path
+    agent_unit            = local.agent_unit
+    agent_log_path        = local.agent_log_path
+    agent_env_path        = local.agent_env_path
+    guest_attribute_ns    = local.guest_attribute_ns
+    registry_login_user   = local.registry_login_user
+  })
+}

@@ -1,0 +1,36 @@
+variable "bucket" {
+  description = "Name of the deployment's GCS bucket for run data (handed to the agent)."
+  type        = string
+}
+
+variable "deployment_name" {
+  description = "Deployment name; the value of every resource's gantry-deployment label."
+  type        = string
+}
+
+variable "idle_shutdown_minutes" {
+  description = "The agent powers the VM off after this many minutes with no run (0 = never)."
+  type        = number
+  default     = 60
+}
+
+variable "registry_host" {
+  description = "Artifact Registry host the node logs in to with its service account token, e.g. us-central1-docker.pkg.dev."
+  type        = string
+}
+
+variable "required_cuda_version" {
+  description = "CUDA version the trainer's CUDA image is built for; on GPU nodes the boot fails loudly when the driver supports less."
+  type        = string
+  default     = "12.8"
+
+  validation {
+    condition     = can(regex("^[0-9]+\\.[0-9]+$", var.required_cuda_version))
+    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 12.8."
+  }
+}
+
+variable "use_gpu" {
+  description = "true on N1 + GPU nodes: verify the NVIDIA driver and Container Toolkit at boot."
+  type        = bool
+}

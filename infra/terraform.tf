@@ -1,0 +1,13 @@
+# hashicorp/google ~> 8.7: GA scheduling.max_run_duration needs >= 7.45, and 8.7.0 is the
+# schema the offline stand-in provider serves (docs/INFRA.md). Terraform >= 1.9 lets a variable's
+# validation read other variables (use_gpu x machine type checks).
+terraform {
+  required_version = ">= 1.9"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 8.7"
+    }
+  }
+}

@@ -1,0 +1,253 @@
+# Inputs of the Gantry deployment. The launcher reads these names from infra/terraform.tfvars.
+# The shape/scheduling validations mirror modules/node_shape/variables.tf word for word, so a
+# bad combination fails on the root variable the user set (tests/infra keeps them identical).
+
+#### project and placement ####
+
+variable "project_id" {
+  description = "GCP project to deploy into."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a GCP project ID (6-30 lowercase letters, digits and hyphens), e.g. my-gcp-project; `gcloud projects list` shows yours."
+  }
+}
+
+variable "region" {
+  description = "Region of the subnet, Cloud NAT, Artifact Registry repository and bucket."
+  type        = string
+  default     = "us-central1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a GCP region such as us-central1."
+  }
+}
+
+variable "zone" {
+  description = "Zone of the nodes, inside region. T4s are in us-central1-a, -b, -c and -f; `make preflight` lists zones with the shape."
+  type        = string
+  default     = "us-central1-a"
+
+  validation {
+    condition     = startswith(var.zone, "${var.region}-") && can(regex("^[a-z]+-[a-z]+[0-9]+-[a-z]$", var.zone))
+    error_message = "zone must be a zone of region (e.g. us-central1-a for region us-central1)."
+  }
+}
+
+variable "deployment_name" {
+  description = "Prefix of every resource name and value of the gantry-deployment label on every labelable resource."
+  type        = string
+  default     = "gantry"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,20}[a-z0-9]$", var.deployment_name))
+    error_message = "deployment_name must be 3-22 lowercase letters, digits or hyphens, starting with a letter (it prefixes resource names and the service account ID)."
+  }
+}
+
+#### network ####
+
+variable "subnet_cidr" {
+  description = "Private IPv4 range of the nodes' subnet."
+  type        = string
+  default     = "10.42.0.0/24"
+
+  validation {
+    condition     = can(cidrhost(var.subnet_cidr, 0)) && tonumber(split("/", var.subnet_cidr)[1]) <= 29
+    error_message = "subnet_cidr must be an IPv4 CIDR block of /29 or larger, e.g. 10.42.0.0/24."
+  }
+}
+
+#### node agent and storage ####
+
+variable "idle_shutdown_minutes" {
+  description = "The node agent powers a node off after this many minutes without a run (0 = never). Stopped nodes bill only their disk."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.idle_shutdown_minutes >= 0 && floor(var.idle_shutdown_minutes) == var.idle_shutdown_minutes
+    error_message = "idle_shutdown_minutes must be a whole number >= 0 (0 disables idle shutdown)."
+  }
+}
+
+variable "agent_source_path" {
+  description = "Python file shipped to every node as the agent (metadata key gantry-agent). null: packages/gantry/agent.py when it exists, else infra/files/agent_placeholder.py."
+  type        = string
+  default     = null
+}
+
+variable "required_cuda_version" {
+  description = "CUDA version of the trainer's CUDA image (docker/Dockerfile.cuda); GPU nodes fail their boot loudly when the driver runs less."
+  type        = string
+  default     = "12.8"
+
+  validation {
+    condition     = can(regex("^[0-9]+\\.[0-9]+$", var.required_cuda_version))
+    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 12.8."
+  }
+}
+
+variable "bucket_name" {
+  description = "Name of the runs bucket. null: PROJECT_ID-DEPLOYMENT_NAME-runs."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.bucket_name == null || can(regex("^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name must be 3-63 lowercase letters, digits, hyphens or underscores."
+  }
+}
+
+variable "bucket_force_destroy" {
+  description = "Let `terraform destroy` delete the runs bucket with checkpoints in it. false keeps run data safe: destroy then stops at a non-empty bucket (docs/INFRA.md, Teardown)."
+  type        = bool
+  default     = false
+}
+
+#### shape ####
+
+variable "use_gpu" {
+  description = "false: C4 CPU node (cpu_machine_type). true: N1 node (gpu_machine_type) with accelerator_count x accelerator_type."
+  type        = bool
+  default     = false
+}
+
+variable "node_count" {
+  description = "Number of nodes. Node 0 is the torchrun master; nodes 1.. are workers."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.node_count >= 1 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number >= 1 (1 = a single node, N = master + N-1 workers)."
+  }
+}
+
+variable "cpu_machine_type" {
+  description = "Machine type of the CPU path (use_gpu = false). A C4 shape: c4-{standard,highcpu,highmem}-{2,4,8,16,24,32,48,96,144,192,288}[-lssd]."
+  type        = string
+  default     = "c4-highcpu-16"
+
+  validation {
+    condition     = var.use_gpu || var.allow_non_c4_cpu_shape || can(regex("^c4-(standard|highcpu|highmem)-(2|4|8|16|24|32|48|96|144|192|288)(-lssd)?$", var.cpu_machine_type))
+    error_message = "cpu_machine_type must be a C4 shape on the CPU path: c4-{standard,highcpu,highmem}-N with N in 2,4,8,16,24,32,48,96,144,192,288 (e.g. c4-highcpu-16; c4-highcpu-22 does not exist, that is a C3 shape; an n1-* type is the GPU path's shape: set use_gpu = true). To run another family on purpose, set allow_non_c4_cpu_shape = true."
+  }
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9]*-[a-z0-9-]+$", var.cpu_machine_type))
+    error_message = "cpu_machine_type must look like FAMILY-TYPE-N (e.g. c4-highcpu-16)."
+  }
+}
+
+variable "gpu_machine_type" {
+  description = "Machine type of the GPU path (use_gpu = true). T4, P4, P100 and V100 attach only to N1 shapes."
+  type        = string
+  default     = "n1-standard-8"
+
+  validation {
+    condition     = !var.use_gpu || can(regex("^n1-(standard|highmem|highcpu)-(1|2|4|8|16|32|64|96)$", var.gpu_machine_type))
+    error_message = "gpu_machine_type must be an N1 shape when use_gpu = true (e.g. n1-standard-8): a T4 attaches only to N1; C4 and other families take no T4. For a CPU node set use_gpu = false and use cpu_machine_type."
+  }
+}
+
+variable "allow_non_c4_cpu_shape" {
+  description = "Deliberate override: let cpu_machine_type be a non-C4 shape (e.g. n2-standard-16 where C4 is out of stock or out of quota)."
+  type        = bool
+  default     = false
+}
+
+variable "accelerator_type" {
+  description = "GPU type on the GPU path. All of these attach to N1 shapes."
+  type        = string
+  default     = "nvidia-tesla-t4"
+
+  validation {
+    condition     = contains(["nvidia-tesla-t4", "nvidia-tesla-p4", "nvidia-tesla-p100", "nvidia-tesla-v100"], var.accelerator_type)
+    error_message = "accelerator_type must be one of nvidia-tesla-t4, nvidia-tesla-p4, nvidia-tesla-p100, nvidia-tesla-v100 (the GPUs that attach to N1); the default and the tested one is nvidia-tesla-t4."
+  }
+}
+
+variable "accelerator_count" {
+  description = "GPUs per node on the GPU path: 1, 2 or 4 (8 only for nvidia-tesla-v100)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = contains([1, 2, 4], var.accelerator_count) || (var.accelerator_count == 8 && var.accelerator_type == "nvidia-tesla-v100")
+    error_message = "accelerator_count must be 1, 2 or 4 (8 only with nvidia-tesla-v100)."
+  }
+}
+
+#### disk and image ####
+
+variable "boot_disk_size_gb" {
+  description = "Boot disk size in GB. Deep Learning VM images need at least 50; the trainer image and checkpoints live here too."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.boot_disk_size_gb >= 50 && var.boot_disk_size_gb <= 65536
+    error_message = "boot_disk_size_gb must be between 50 and 65536 (Deep Learning VM images need 50 GB; Docker images and checkpoints need room)."
+  }
+}
+
+variable "cpu_image" {
+  description = "Boot image of the CPU path as PROJECT/FAMILY (newest image of the family) or PROJECT/IMAGE_NAME; must support gVNIC (C4 requires it)."
+  type        = string
+  default     = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9.:]*/[a-z][-a-z0-9]*$", var.cpu_image))
+    error_message = "cpu_image must be PROJECT/FAMILY or PROJECT/IMAGE, e.g. ubuntu-os-cloud/ubuntu-2404-lts-amd64."
+  }
+}
+
+variable "gpu_image_project" {
+  description = "Project that publishes the GPU path's boot image family (Deep Learning VM images)."
+  type        = string
+  default     = "deeplearning-platform-release"
+}
+
+variable "gpu_image_family" {
+  description = "Deep Learning VM image family of the GPU path: NVIDIA driver baked in. Families get retired: `gcloud compute images list --project deeplearning-platform-release --no-standard-images --filter='family~common-cu'` lists the live ones."
+  type        = string
+  default     = "common-cu128-ubuntu-2204-nvidia-570"
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9]*$", var.gpu_image_family))
+    error_message = "gpu_image_family must be an image family name such as common-cu128-ubuntu-2204-nvidia-570."
+  }
+}
+
+#### scheduling ####
+
+variable "spot" {
+  description = "Run nodes as Spot VMs (about 40-60% cheaper; GCE may preempt them with ~30 s notice)."
+  type        = bool
+  default     = false
+}
+
+variable "max_run_hours" {
+  description = "GCE-enforced limit on how long each node runs (max_run_duration); the VM is stopped or deleted (termination_action) even if the laptop and the Terraform state are lost. 0 = no limit."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.max_run_hours == 0 || (var.max_run_hours >= 0.1 && var.max_run_hours <= 2880)
+    error_message = "max_run_hours must be 0 (no limit) or between 0.1 and 2880 (GCE allows up to 120 days)."
+  }
+}
+
+variable "termination_action" {
+  description = "What GCE does at a Spot preemption or when max_run_hours runs out: STOP (disk kept, node can be started again and resume) or DELETE (nothing left billing, Terraform recreates it on the next apply)."
+  type        = string
+  default     = "STOP"
+
+  validation {
+    condition     = contains(["STOP", "DELETE"], var.termination_action)
+    error_message = "termination_action must be STOP or DELETE."
+  }
+}

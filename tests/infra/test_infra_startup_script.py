@@ -1,0 +1,150 @@
+"""The node startup script as a VM receives it: rendered by Terraform from
+infra/modules/startup_script, linted by shellcheck, then run for real by bash against stub
+commands (metadata server, docker, systemctl, nvidia-smi) to check what it does on a C4 node,
+on a healthy GPU node and on a GPU node whose driver cannot run the trainer's CUDA."""
+
+import json
+import os
+
+import pytest
+from infra_stubs import install_stubs
+from infra_tools import render_startup_script, require_tool, run
+
+pytestmark = pytest.mark.terraform
+
+TERRAFORM_HINT = "install Terraform >= 1.9 (CI machines have 1.11)"
+
+
+@pytest.fixture
+def rendered(tmp_path):
+    require_tool("terraform", TERRAFORM_HINT)
+
+    def render(**variables):
+        out = tmp_path / f"render-{len(list(tmp_path.glob('render-*')))}"
+        out.mkdir()
+        return render_startup_script(out, **variables)
+
+    return render
+
+
+@pytest.mark.parametrize("use_gpu", [False, True], ids=["cpu", "gpu"])
+def test_rendered_startup_script_passes_shellcheck(rendered, tmp_path, use_gpu):
+    require_tool("shellcheck", "run scripts/ci-setup.d/10-shellcheck.sh (apt-get install shellcheck)")
+    script = tmp_path / "startup.sh"
+    script.write_text(rendered(use_gpu=use_gpu))
+    result = run(["shellcheck", "--severity=style", "--shell=bash", script])
+    assert result.returncode == 0, result.stdout
+
+
+class Node:
+    """A sandbox in which the rendered script runs unprivileged: stubs first on PATH, and the
+    script's system paths (/opt/gantry, /etc/gantry, /var/log) moved under tmp_path."""
+
+    def __init__(self, root, script, gpu, driver_cuda="12.8"):
+        self.root = root
+        self.state = root / "state"
+        self.metadata = root / "metadata"
+        self.systemd = root / "systemd"
+        for directory in (self.state, self.metadata, self.systemd):
+            directory.mkdir(parents=True)
+        install_stubs(root / "bin", gpu=gpu)
+        for system_path in ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log"):
+            script = script.replace(f'"{system_path}', f'"{root}{system_path}')
+        self.script = root / "startup.sh"
+        self.script.write_text(script)
+        self.env = {
+            "PATH": f"{root / 'bin'}:/usr/bin:/bin",
+            "HOME": str(root),
+            "STUB_STATE": str(self.state),
+            "STUB_METADATA": str(self.metadata),
+            "STUB_DRIVER_VERSION": "570.172.08",
+            "STUB_DRIVER_CUDA": driver_cuda,
+            "GANTRY_SYSTEMD_DIR": str(self.systemd),
+        }
+
+    def serve(self, path, text):
+        target = self.metadata / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    def boot(self):
+        return run(["bash", self.script], cwd=self.root, env=self.env, timeout=60)
+
+    def guest_attributes(self):
+        log = self.state / "guest-attributes.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def commands(self):
+        return (self.state / "commands.log").read_text().splitlines()
+
+
+AGENT_SOURCE = "print('agent')\n"
+
+
+def _healthy_node(root, script, gpu, **kwargs):
+    node = Node(root, script, gpu=gpu, **kwargs)
+    node.serve("instance/attributes/gantry-agent", AGENT_SOURCE)
+    node.serve("instance/service-accounts/default/token", json.dumps({"access_token": "token-from-metadata"}))
+    return node
+
+
+def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path):
+    node = _healthy_node(tmp_path, rendered(use_gpu=False, idle_shutdown_minutes=45), gpu=False)
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    assert node.guest_attributes() == [
+        "instance/guest-attributes/gantry/boot=starting",
+        "instance/guest-attributes/gantry/boot=ready",
+    ]
+    # Registry auth: the metadata token on stdin, the fixed oauth2accesstoken user, no password on argv.
+    assert (node.state / "docker-login-password").read_text() == "token-from-metadata"
+    login = next(line for line in node.commands() if line.startswith("docker login"))
+    assert "-u oauth2accesstoken --password-stdin https://us-central1-docker.pkg.dev" in login
+    assert "token-from-metadata" not in login
+    # The agent: code from metadata key gantry-agent, unit gantry-agent.service, env for the agent.
+    agent = tmp_path / "opt/gantry/agent.py"
+    assert agent.read_text() == AGENT_SOURCE and os.access(agent, os.X_OK)
+    unit = (node.systemd / "gantry-agent.service").read_text()
+    assert f"ExecStart=/usr/bin/python3 -u {agent}" in unit
+    assert "Restart=always" in unit and "SyslogIdentifier=gantry-agent" in unit
+    env = (tmp_path / "etc/gantry/agent.env").read_text()
+    assert "GANTRY_IDLE_SHUTDOWN_MINUTES=45" in env and "GANTRY_RUN_METADATA_KEY=gantry-run" in env
+    assert f"GANTRY_AGENT_LOG_FILE={tmp_path}/var/log/gantry-agent.log" in env
+    assert "systemctl enable gantry-agent.service" in node.commands()
+    assert "systemctl restart gantry-agent.service" in node.commands()
+    assert not any(line.startswith("nvidia") for line in node.commands())
+
+
+def test_gpu_node_registers_the_nvidia_runtime_when_missing(rendered, tmp_path):
+    node = _healthy_node(
+        tmp_path, rendered(use_gpu=True, required_cuda_version="12.4"), gpu=True, driver_cuda="12.8"
+    )
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nvidia-ctk runtime configure --runtime=docker" in node.commands()
+    assert "systemctl restart docker" in node.commands()
+    assert "runs CUDA up to 12.8 (trainer image needs 12.4): ok" in result.stdout
+    assert node.guest_attributes()[-1] == "instance/guest-attributes/gantry/boot=ready"
+
+
+def test_gpu_node_fails_loudly_when_the_driver_is_older_than_the_image_cuda(rendered, tmp_path):
+    node = _healthy_node(
+        tmp_path, rendered(use_gpu=True, required_cuda_version="12.8"), gpu=True, driver_cuda="12.2"
+    )
+    result = node.boot()
+    assert result.returncode == 1
+    message = "NVIDIA driver 570.172.08 runs CUDA up to 12.2, but the trainer image needs CUDA 12.8"
+    assert message in result.stdout
+    assert node.guest_attributes()[-1].startswith(f"instance/guest-attributes/gantry/boot=error: {message}")
+    assert not (node.systemd / "gantry-agent.service").exists(), (
+        "a node that cannot run the image must not start the agent"
+    )
+
+
+def test_missing_agent_metadata_reports_an_error(rendered, tmp_path):
+    node = Node(tmp_path, rendered(use_gpu=False), gpu=False)
+    node.serve("instance/service-accounts/default/token", json.dumps({"access_token": "t"}))
+    result = node.boot()
+    assert result.returncode == 1
+    assert "instance metadata key gantry-agent is missing" in node.guest_attributes()[-1]
