@@ -1,0 +1,109 @@
+"""The gantry CLI: one module per verb, a thin layer over the library modules.
+
+Every verb module has NAME, HELP (one line for `gantry --help`), DESCRIPTION (what
+happens and what it costs, then examples), ``add_arguments(parser)`` and
+``run(args, env) -> ExitStatus``. Known failures are GantryError: printed as one line
+``gantry: error: <what>. <fix>`` on stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from gantry.cli import apply, cost, destroy, preflight
+from gantry.config import DEFAULT_INFRA_DIR
+from gantry.errors import GantryError
+from gantry.status import ExitStatus
+
+VERBS = [preflight, cost, apply, destroy]  # the order of `gantry --help` and of the workflow
+
+DESCRIPTION = """\
+Take the self-play trainer to Google Cloud and back. Settings live in
+infra/terraform.tfvars (copy infra/terraform.tfvars.example and set project_id).
+
+The workflow, one make target per step:
+  make preflight   check credentials, API, shape and quotas; print $/h   (creates nothing)
+  make apply       preflight, then terraform init + apply of infra/      (starts billing)
+  make destroy     terraform destroy, then list anything still billing  (stops billing)
+"""
+
+EPILOG = """\
+examples:
+  gantry preflight                      # is everything in place for `make apply`?
+  gantry cost                           # $/h of the deployment in infra/terraform.tfvars
+  gantry apply                          # create it (nodes bill until destroy)
+  gantry destroy -y                     # remove it without asking; the run data bucket is kept
+"""
+
+
+@dataclass
+class Environment:
+    """The CLI's outside world; tests pass their own streams and variables."""
+
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+
+    def say(self, *lines: str) -> None:
+        for line in lines:
+            print(line, file=self.stdout, flush=True)
+
+    def confirm(self, question: str) -> bool:
+        if not self.stdin.isatty():
+            return False
+        print(f"{question} [y/N] ", end="", file=self.stdout, flush=True)
+        return self.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gantry", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--infra-dir", type=Path, default=DEFAULT_INFRA_DIR,
+                        help="the Terraform root module (default: %(default)s)")
+    common.add_argument("--var-file", type=Path, default=None,
+                        help="the settings file (default: INFRA_DIR/terraform.tfvars)")
+    common.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb in VERBS:
+        # The examples go after the options, so that help ends with them.
+        description, _, examples = verb.DESCRIPTION.partition("\nexamples:\n")
+        sub = verbs.add_parser(verb.NAME, help=verb.HELP, description=description, parents=[common],
+                               epilog=f"examples:\n{examples}" if examples else None,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        verb.add_arguments(sub)
+        sub.set_defaults(run=verb.run)
+    return parser
+
+
+def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitStatus:
+    env = env or Environment()
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+        return ExitStatus(exit_.code or 0)
+    if args.var_file is None:
+        args.var_file = args.infra_dir / "terraform.tfvars"
+    try:
+        return args.run(args, env)
+    except GantryError as error:
+        if args.debug:
+            traceback.print_exc(file=env.stderr)
+        if error.detail:
+            print(error.detail, file=env.stderr)
+        print(f"gantry: error: {error.line()}", file=env.stderr, flush=True)
+        return error.status
+    except Exception as error:  # a bug or an unexpected API answer: one line, traceback on --debug
+        if args.debug:
+            raise
+        print(f"gantry: error: {type(error).__name__}: {error}. Rerun with --debug for the traceback.",
+              file=env.stderr, flush=True)
+        return ExitStatus.ERROR

@@ -1,0 +1,82 @@
+"""gantry apply: preflight, then terraform init + apply of infra/ with the user's tfvars."""
+
+from __future__ import annotations
+
+from gantry import config, cost, diagnose
+from gantry.cli import preflight as preflight_cli
+from gantry.errors import CheckFailed, TerraformError
+from gantry.status import ExitStatus
+from gantry.terraform import Terraform
+
+NAME = "apply"
+HELP = "preflight, then create the deployment with terraform (starts billing until destroy)"
+DESCRIPTION = """\
+Create (or update) the deployment in infra/terraform.tfvars: run preflight, then
+`terraform init` and `terraform apply` in infra/, streaming Terraform's output. From
+then on the nodes bill by the hour until `make destroy` (or until max_run_hours, when
+it is set). Running it again is safe: Terraform only changes what differs.
+
+If apply fails half-way (a stock-out, a quota), what Terraform already created is
+listed: run `make apply` again once fixed, or `make destroy` to remove it.
+
+examples:
+  gantry apply
+  make apply
+  gantry apply --skip-preflight      # when preflight cannot see a quota you know you have
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--skip-preflight", action="store_true",
+                        help="do not run the Compute API checks first (Terraform still fails on real problems)")
+
+
+def run(args, env) -> ExitStatus:
+    deployment = config.load(args.var_file)
+    if args.skip_preflight:
+        env.say(*cost.render(cost.estimate(deployment)))
+    else:
+        report = preflight_cli.check(deployment, env)
+        if report.failed:
+            raise CheckFailed(f"preflight found {len(report.failed)} blocker(s); nothing was created",
+                              "Apply the fixes listed above, then `make apply` again.")
+    tf = Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr)
+    env.say("", f"== terraform init ({tf.working_dir}) ==")
+    tf.init()
+    env.say("", f"== terraform apply -var-file={args.var_file} ==")
+    try:
+        tf.apply(args.var_file)
+    except TerraformError as error:
+        raise _explained(error, deployment, tf) from error
+    outputs = tf.outputs()
+    estimate = cost.estimate(deployment)
+    env.say("", f"Created {deployment.describe()}.")
+    for key in ("node_names", "bucket", "image_repository_url"):
+        if key in outputs:
+            env.say(f"  {key}: {outputs[key]}")
+    if estimate.hourly is not None:
+        env.say(f"Billing now: about ${estimate.hourly:.2f}/h until `make destroy`.")
+    env.say("Next: `make build-train` (image), then `make run-gcp` (training).")
+    return ExitStatus.OK
+
+
+def _explained(error: TerraformError, deployment, tf: Terraform) -> TerraformError:
+    """One paragraph: what failed, in the user's terms, and what Terraform left behind."""
+    known = diagnose.explain(error.output, deployment)
+    what = f"terraform apply failed. {known.rstrip('.')}" if known else error.what
+    try:
+        created = tf.state_list()
+    except TerraformError:
+        created = None
+    if created is None:
+        left = ("Terraform's state could not be read, so resources may exist: run `make destroy` to be sure "
+                "nothing bills.")
+    elif created:
+        shown = ", ".join(created[:8]) + (f" and {len(created) - 8} more" if len(created) > 8 else "")
+        left = (f"Half-applied: {len(created)} resource(s) were created before the failure and exist now "
+                f"({shown}); run `make apply` again once fixed (it continues from there) or `make destroy` "
+                "to remove them.")
+    else:
+        left = "Nothing was created."
+    return TerraformError(what, left,
+                          output=error.output, returncode=error.returncode)

@@ -1,0 +1,31 @@
+"""gantry cost: the hourly price of the deployment in terraform.tfvars (offline)."""
+
+from __future__ import annotations
+
+from gantry import config, cost
+from gantry.status import ExitStatus
+
+NAME = "cost"
+HELP = "print $/h of the configured nodes and the cost of a max_run_hours run (no cloud calls)"
+DESCRIPTION = """\
+Print what the deployment in infra/terraform.tfvars costs per hour: each node's VM, GPU
+and boot disk at list price (on-demand or Spot), the total for node_count nodes, and the
+cost of one run of max_run_hours. Needs no credentials; calls no API. The price table is
+packages/gantry/prices.json (source and date inside).
+
+examples:
+  gantry cost
+  gantry cost --var-file my.tfvars
+  make cost
+"""
+
+
+def add_arguments(parser) -> None:
+    pass
+
+
+def run(args, env) -> ExitStatus:
+    deployment = config.load(args.var_file)
+    env.say(f"Deployment: {deployment.describe()}")
+    env.say(*cost.render(cost.estimate(deployment)))
+    return ExitStatus.OK

@@ -1,0 +1,175 @@
+"""The user's deployment settings, read from infra/terraform.tfvars.
+
+Terraform is the source of truth; gantry reads the same file so that preflight, cost
+and the post-destroy inventory check exactly what `terraform apply` will create. The
+variable names and defaults mirror infra/variables.tf.
+
+The parser reads the tfvars subset people write by hand: ``key = value`` lines with
+strings, numbers and booleans, ``#`` and ``//`` comments. Lists and maps (e.g. extra
+labels) are skipped, not rejected: gantry never needs them and Terraform reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from gantry.errors import ConfigError
+
+DEFAULT_INFRA_DIR = Path("infra")
+LABEL_KEY = "gantry-deployment"  # every resource infra/ creates carries it
+
+
+@dataclass(frozen=True)
+class Deployment:
+    project_id: str
+    region: str = "us-central1"
+    zone: str = "us-central1-a"
+    deployment_name: str = "gantry"
+    use_gpu: bool = False  # false: C4 CPU nodes; true: N1 + NVIDIA T4 nodes
+    node_count: int = 1  # 1 = single node; master + workers beyond
+    cpu_machine_type: str = "c4-highcpu-16"
+    gpu_machine_type: str = "n1-standard-8"
+    accelerator_type: str = "nvidia-tesla-t4"
+    accelerator_count: int = 1  # GPUs per node
+    spot: bool = False  # Spot VMs: ~40-60% cheaper, can be preempted with 30 s notice
+    max_run_hours: float = 0  # GCE deletes/stops the VM after this long; 0 = no limit
+    idle_shutdown_minutes: int = 60  # the node agent powers an idle node off; 0 = never
+    boot_disk_size_gb: int = 100
+
+    @property
+    def machine_type(self) -> str:
+        return self.gpu_machine_type if self.use_gpu else self.cpu_machine_type
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.accelerator_count if self.use_gpu else 0
+
+    @property
+    def labels_filter(self) -> str:
+        """The Compute list filter that selects this deployment's resources."""
+        return f'labels.{LABEL_KEY} = "{self.deployment_name}"'
+
+    def describe(self) -> str:
+        shape = self.machine_type
+        if self.use_gpu:
+            shape += f" + {self.accelerator_count} x {self.accelerator_type}"
+        kind = "Spot" if self.spot else "on-demand"
+        return f"{self.node_count} x {shape} ({kind}) in {self.zone}, project {self.project_id}"
+
+
+def load(path: Path) -> Deployment:
+    """Read a tfvars file into a Deployment, with errors that say how to fix the file."""
+    path = Path(path)
+    if not path.is_file():
+        example = path.with_name("terraform.tfvars.example")
+        raise ConfigError(
+            f"{path} not found",
+            f"Copy {example} to {path} and set project_id (cp {example} {path}).",
+        )
+    values = parse_tfvars(path.read_text(), str(path))
+    known = {f.name: f for f in fields(Deployment)}
+    settings = {k: v for k, v in values.items() if k in known}
+    if not settings.get("project_id"):
+        raise ConfigError(f"{path} does not set project_id",
+                          f'Add a line such as project_id = "my-project" to {path} (gcloud projects list shows yours).')
+    for name, value in settings.items():
+        settings[name] = _coerce(name, value, known[name].type, path)
+    deployment = Deployment(**settings)
+    if not deployment.zone.startswith(deployment.region + "-"):
+        raise ConfigError(f"zone {deployment.zone} is not in region {deployment.region}",
+                          f"Set zone to a zone of {deployment.region} (e.g. {deployment.region}-a) in {path}.")
+    if deployment.node_count < 1:
+        raise ConfigError(f"node_count = {deployment.node_count} in {path}", "Set node_count to 1 or more.")
+    return deployment
+
+
+_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def _coerce(name, value, type_name, path):
+    allowed = _TYPES[str(type_name)]
+    if isinstance(value, bool) and bool not in allowed:
+        allowed = ()  # true/false is not a number
+    if not isinstance(value, allowed):
+        wanted = {"str": "a quoted string", "bool": "true or false"}.get(str(type_name), "a number")
+        raise ConfigError(f"{name} = {json.dumps(value)} in {path}", f"{name} must be {wanted}.")
+    return value
+
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*=\s*(.*)$")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+
+
+def parse_tfvars(text: str, source: str = "terraform.tfvars") -> dict[str, object]:
+    """Parse ``key = value`` lines. Complex values (lists, maps, heredocs) map to None."""
+    values: dict[str, object] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        lineno, line = i + 1, _strip_comment(lines[i]).strip()
+        i += 1
+        if not line:
+            continue
+        match = _ASSIGN.match(line)
+        if not match:
+            raise ConfigError(f"{source}:{lineno}: cannot read {line!r}",
+                              'Write one setting per line as key = value (strings in "double quotes").')
+        key, raw = match.group(1), match.group(2).strip()
+        if raw[:1] in "[{" or raw.startswith("<<"):
+            i = _skip_block(lines, i, raw)
+            values[key] = None
+            continue
+        values[key] = _scalar(raw, f"{source}:{lineno}", key)
+    return values
+
+
+def _scalar(raw: str, where: str, key: str):
+    if raw.startswith('"'):
+        try:
+            return json.loads(raw)  # HCL's string escapes are JSON's for the cases that matter
+        except json.JSONDecodeError:
+            raise ConfigError(f"{where}: {key} has an unterminated or malformed string {raw}",
+                              'Close the string with a double quote: key = "value".') from None
+    if raw in ("true", "false"):
+        return raw == "true"
+    if _NUMBER.match(raw):
+        return float(raw) if any(c in raw for c in ".eE") else int(raw)
+    raise ConfigError(f"{where}: cannot read the value of {key}: {raw}",
+                      'Use a quoted string, a number, or true/false (e.g. zone = "us-central1-a").')
+
+
+def _strip_comment(line: str) -> str:
+    """Drop # and // comments that are outside double-quoted strings."""
+    in_string = escaped = False
+    for pos, char in enumerate(line):
+        if in_string:
+            escaped = char == "\\" and not escaped
+            if char == '"' and not escaped:
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "#" or line.startswith("//", pos):
+            return line[:pos]
+    return line
+
+
+def _skip_block(lines: list[str], i: int, first: str) -> int:
+    """Return the index after a list/map/heredoc that started on the previous line."""
+    if first.startswith("<<"):
+        marker = first.lstrip("<-").strip()
+        while i < len(lines) and lines[i].strip() != marker:
+            i += 1
+        return i + 1
+    depth = _depth(first)
+    while depth > 0 and i < len(lines):
+        depth += _depth(_strip_comment(lines[i]))
+        i += 1
+    return i
+
+
+def _depth(text: str) -> int:
+    text = re.sub(r'"(\\.|[^"\\])*"', "", text)
+    return text.count("[") + text.count("{") - text.count("]") - text.count("}")

@@ -1,0 +1,109 @@
+"""What a deployment costs per hour, from the price table in prices.json (data, dated).
+
+The table holds per-vCPU, per-GB and per-GPU list prices for us-central1; a machine
+type's vCPUs and memory come from the Compute API when preflight has asked, else from
+its name (c4-highcpu-16 = 16 vCPUs x 2 GB).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gantry.config import Deployment
+
+PRICES_PATH = Path(__file__).with_name("prices.json")
+HOURS_PER_MONTH = 730  # Google's billing convention
+
+
+def load_prices(path: Path = PRICES_PATH) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+@dataclass
+class Estimate:
+    node_hourly: float | None  # one node incl. GPU and boot disk; None when the table lacks the shape
+    node_count: int
+    spot: bool
+    max_run_hours: float
+    lines: list[tuple[str, float]] = field(default_factory=list)  # (what, $/h) for one node
+    notes: list[str] = field(default_factory=list)
+    table_date: str = ""
+
+    @property
+    def hourly(self) -> float | None:
+        return None if self.node_hourly is None else self.node_hourly * self.node_count
+
+    @property
+    def run_cost(self) -> float | None:
+        if self.hourly is None or not self.max_run_hours:
+            return None
+        return self.hourly * self.max_run_hours
+
+
+def machine_shape(machine_type: str, prices: dict) -> tuple[int, float] | None:
+    """(vCPUs, GB) from a predefined machine type name, or None for shapes we cannot read."""
+    match = re.fullmatch(r"([a-z]\d+[a-z]?)-(standard|highcpu|highmem)-(\d+)", machine_type)
+    if not match:
+        return None
+    family, kind, cpus = match.group(1), match.group(2), int(match.group(3))
+    ratio = prices["machine_families"].get(family, {}).get("gb_per_vcpu", {}).get(kind)
+    return None if ratio is None else (cpus, cpus * ratio)
+
+
+def estimate(deployment: Deployment, prices: dict | None = None,
+             cpus: int | None = None, memory_gb: float | None = None) -> Estimate:
+    prices = prices or load_prices()
+    result = Estimate(None, deployment.node_count, deployment.spot, deployment.max_run_hours,
+                      table_date=prices["date"])
+    family = deployment.machine_type.split("-", 1)[0]
+    rates = prices["machine_families"].get(family)
+    if cpus is None or memory_gb is None:
+        shape = machine_shape(deployment.machine_type, prices)
+        if shape:
+            cpus, memory_gb = shape
+    if rates is None or cpus is None:
+        result.notes.append(f"no price for {deployment.machine_type} in the table (families: "
+                            f"{', '.join(prices['machine_families'])}); add it to packages/gantry/prices.json")
+        return result
+    prefix = "spot_" if deployment.spot else ""
+    kind = "Spot" if deployment.spot else "on-demand"
+    vm = cpus * rates[prefix + "vcpu_hour"] + memory_gb * rates[prefix + "gb_hour"]
+    result.lines.append((f"{deployment.machine_type} ({cpus} vCPU, {memory_gb:g} GB), {kind}", vm))
+    if deployment.use_gpu:
+        gpu = prices["gpus"].get(deployment.accelerator_type)
+        if gpu is None:
+            result.notes.append(f"no price for {deployment.accelerator_type} in the table; add it to prices.json")
+            return result
+        gpu_hour = deployment.accelerator_count * gpu["spot_hour" if deployment.spot else "hour"]
+        result.lines.append((f"{deployment.accelerator_count} x {deployment.accelerator_type}, {kind}", gpu_hour))
+    disk_type = rates["boot_disk_type"]
+    disk_gb = deployment.boot_disk_size_gb
+    disk_hour = disk_gb * prices["disks_gb_month"][disk_type] / HOURS_PER_MONTH
+    result.lines.append((f"boot disk {disk_gb} GB {disk_type}", disk_hour))
+    result.node_hourly = sum(cost for _, cost in result.lines)
+    if deployment.region != prices["region"]:
+        result.notes.append(f"prices are {prices['region']}'s; {deployment.region} may differ by 10-25%")
+    if deployment.spot:
+        result.notes.append("Spot prices change up to once a day and nodes can be preempted")
+    return result
+
+
+def render(result: Estimate) -> list[str]:
+    """Lines a person reads: per-node breakdown, the deployment's $/h, a run's cost."""
+    lines = [f"Cost estimate (list prices, table dated {result.table_date}; packages/gantry/prices.json):"]
+    for what, hourly in result.lines:
+        lines.append(f"  {what:<58} ${hourly:6.3f}/h")
+    if result.hourly is not None:
+        nodes = f"{result.node_count} node{'s' if result.node_count > 1 else ''}"
+        lines.append(f"  {nodes + ' in total':<58} ${result.hourly:6.3f}/h  (${result.hourly * 24:.2f} a day)")
+        if result.run_cost is not None:
+            lines.append(f"  {'a run of max_run_hours = ' + format(result.max_run_hours, 'g'):<58} "
+                         f"${result.run_cost:6.2f}")
+        else:
+            lines.append("  max_run_hours = 0: no time limit, the nodes bill until `make destroy`")
+    for note in result.notes:
+        lines.append(f"  note: {note}")
+    return lines

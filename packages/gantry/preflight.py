@@ -1,0 +1,238 @@
+"""Preflight: will `terraform apply` of this deployment succeed, and what would stop it?
+
+Read-only calls to the Compute API, in the order a failure is cheapest to explain:
+credentials -> project and API -> zone -> machine type -> accelerator -> quotas for the
+whole deployment (node_count x the need of one node). Every failed check names the
+exact shortfall and the command or console page that fixes it; when the chosen zone
+lacks the shape, the zones of the region that have it are listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gantry.config import Deployment
+from gantry.cost import load_prices, machine_shape
+from gantry.errors import CredentialsError, GantryError
+from gantry.gcp import LOGIN_FIX, Compute, short_name
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+QUOTA_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # OK, WARN or FAIL
+    detail: str
+    fixes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    deployment: Deployment
+    checks: list[Check] = field(default_factory=list)
+    cpus_per_node: int | None = None  # from machineTypes.get, for quotas and the cost estimate
+    memory_gb_per_node: float | None = None
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == FAIL]
+
+    def add(self, name, status, detail, *fixes) -> Check:
+        check = Check(name, status, detail, list(fixes))
+        self.checks.append(check)
+        return check
+
+
+def run(deployment: Deployment, compute: Compute) -> Report:
+    report = Report(deployment)
+    try:
+        _run(report, deployment, compute)
+    except _Stop:
+        pass  # a check that later ones depend on failed; it is already in the report
+    return report
+
+
+class _Stop(Exception):
+    pass
+
+
+def _run(report: Report, d: Deployment, compute: Compute) -> None:
+    from google.api_core import exceptions as api
+
+    # Project and Compute API in one call: projects.get also carries the project-wide quotas.
+    from google.auth.exceptions import RefreshError, TransportError
+    from requests.exceptions import RequestException
+
+    try:
+        project = compute.projects.get(project=d.project_id)
+    except api.GoogleAPICallError as exc:
+        report.add("project", FAIL, *_project_error(exc, d.project_id))
+        raise _Stop from exc
+    except RefreshError as exc:
+        raise CredentialsError(f"your Google Cloud credentials could not be refreshed ({exc})", LOGIN_FIX) from exc
+    except (TransportError, RequestException) as exc:
+        raise GantryError(f"cannot reach the Compute API ({exc.__class__.__name__})",
+                          "Check this machine's network and proxy settings, then `make preflight` again.") from exc
+    report.add("project", OK, f"{d.project_id} reachable, Compute Engine API enabled")
+
+    zones = {z.name: short_name(z.region) for z in compute.zones.list(project=d.project_id)}
+    region_zones = sorted(z for z, r in zones.items() if r == d.region)
+    if not region_zones:
+        report.add("region", FAIL, f"region {d.region} has no zones visible to project {d.project_id}",
+                   f"Set region in infra/terraform.tfvars to one of: {', '.join(sorted(set(zones.values())))}.")
+        raise _Stop
+    if d.zone not in region_zones:
+        report.add("zone", FAIL, f"zone {d.zone} does not exist in {d.region}",
+                   f"Set zone in infra/terraform.tfvars to one of: {', '.join(region_zones)}.")
+        raise _Stop
+
+    shape_ok = _check_shape(report, d, compute, d.zone)
+    if not shape_ok:
+        others = [z for z in region_zones if z != d.zone and _zone_has_shape(d, compute, z)]
+        fix = (f"Zones of {d.region} that have it: {', '.join(others)}; set zone = \"{others[0]}\" "
+               "in infra/terraform.tfvars." if others else
+               f"No zone of {d.region} has it; choose another region or shape in infra/terraform.tfvars.")
+        report.checks[-1].fixes.append(fix)
+
+    region = compute.regions.get(project=d.project_id, region=d.region)
+    _check_quotas(report, d, _quota_map(project.quotas), _quota_map(region.quotas))
+
+
+def _check_shape(report: Report, d: Deployment, compute: Compute, zone: str) -> bool:
+    from google.api_core.exceptions import NotFound
+
+    try:
+        machine = compute.machine_types.get(project=d.project_id, zone=zone, machine_type=d.machine_type)
+    except NotFound:
+        report.add("machine type", FAIL, f"{d.machine_type} is not offered in {zone}")
+        return False
+    report.cpus_per_node = machine.guest_cpus
+    report.memory_gb_per_node = machine.memory_mb / 1024
+    report.add("machine type", OK, f"{d.machine_type} in {zone}: {machine.guest_cpus} vCPU, "
+                                   f"{machine.memory_mb / 1024:g} GB")
+    if not d.use_gpu:
+        return True
+    try:
+        accelerator = compute.accelerator_types.get(project=d.project_id, zone=zone,
+                                                    accelerator_type=d.accelerator_type)
+    except NotFound:
+        report.add("accelerator", FAIL, f"{d.accelerator_type} is not offered in {zone}")
+        return False
+    most = accelerator.maximum_cards_per_instance
+    if d.accelerator_count > most:
+        report.add("accelerator", FAIL, f"{d.accelerator_type}: at most {most} per VM in {zone}, "
+                                        f"accelerator_count = {d.accelerator_count}",
+                   f"Set accelerator_count to {most} or less and raise node_count instead.")
+        return False
+    report.add("accelerator", OK, f"{d.accelerator_type} in {zone}, up to {most} per VM")
+    return True
+
+
+def _zone_has_shape(d: Deployment, compute: Compute, zone: str) -> bool:
+    from google.api_core.exceptions import NotFound
+
+    try:
+        compute.machine_types.get(project=d.project_id, zone=zone, machine_type=d.machine_type)
+        if d.use_gpu:
+            accelerator = compute.accelerator_types.get(project=d.project_id, zone=zone,
+                                                        accelerator_type=d.accelerator_type)
+            return accelerator.maximum_cards_per_instance >= d.accelerator_count
+    except NotFound:
+        return False
+    return True
+
+
+# ---- quotas ----
+def _quota_map(quotas) -> dict[str, tuple[float, float]]:
+    return {q.metric: (q.limit, q.usage) for q in quotas}
+
+
+def gpu_metric(accelerator_type: str) -> str:
+    """nvidia-tesla-t4 -> NVIDIA_T4_GPUS, nvidia-l4 -> NVIDIA_L4_GPUS (Compute's naming)."""
+    model = accelerator_type.removeprefix("nvidia-tesla-").removeprefix("nvidia-")
+    return f"NVIDIA_{model.replace('-', '_').upper()}_GPUS"
+
+
+def _check_quotas(report: Report, d: Deployment, project: dict, region: dict) -> None:
+    cpus = report.cpus_per_node
+    if cpus is None:  # not offered in this zone: size the check from the name, so all blockers show at once
+        shape = machine_shape(d.machine_type, load_prices())
+        if shape is None:
+            report.add("quotas", WARN, f"not checked: the vCPU count of {d.machine_type} is unknown")
+            return
+        cpus = shape[0]
+    n = d.node_count
+    _quota(report, d, "CPUS_ALL_REGIONS", project, cpus * n, regional=False)
+    family_metric = f"{d.machine_type.split('-')[0].upper()}_CPUS"  # C4_CPUS; N1 has none
+    cpu_metric = _spot_metric(region, "CPUS") if d.spot else "CPUS"
+    if family_metric in region:
+        _quota(report, d, family_metric, region, cpus * n, regional=True)
+        # C4 may count against CPUS or C4_CPUS: a CPUS shortfall is worth a warning, not a stop.
+        _quota(report, d, cpu_metric, region, cpus * n, regional=True, blocking=False)
+    else:
+        _quota(report, d, cpu_metric, region, cpus * n, regional=True)
+    if d.use_gpu:
+        gpus = d.accelerator_count * n
+        _quota(report, d, "GPUS_ALL_REGIONS", project, gpus, regional=False)
+        metric = gpu_metric(d.accelerator_type)
+        _quota(report, d, _spot_metric(region, metric) if d.spot else metric, region, gpus, regional=True)
+
+
+def _spot_metric(region: dict, metric: str) -> str:
+    """Spot VMs draw on PREEMPTIBLE_<metric> when the project has been granted some, else on <metric>."""
+    preemptible = f"PREEMPTIBLE_{metric}"
+    return preemptible if region.get(preemptible, (0, 0))[0] > 0 else metric
+
+
+def _quota(report: Report, d: Deployment, metric: str, quotas: dict, need: float, regional: bool,
+           blocking: bool = True) -> None:
+    scope = d.region if regional else "project"
+    name = f"quota {metric} ({scope})"
+    if metric not in quotas:
+        report.add(name, WARN, f"not reported by the API; cannot check the {need:g} this deployment needs")
+        return
+    limit, usage = quotas[metric]
+    free = limit - usage
+    if need <= free:
+        report.add(name, OK, f"need {need:g}, free {free:g} (limit {limit:g}, in use {usage:g})")
+        return
+    short = need - free
+    quota_id = metric.replace("_", "-") + ("-per-project-region" if regional else "-per-project")
+    dims = f" --dimensions=region={d.region}" if regional else ""
+    report.add(
+        name, FAIL if blocking else WARN,
+        f"need {need:g} ({d.node_count} node(s)), limit {limit:g}, in use {usage:g}: short by {short:g}",
+        f"Raise {metric} to at least {usage + need:g} at {QUOTA_CONSOLE.format(project=d.project_id)} "
+        f"(filter on {metric}), or: gcloud quotas preferences create --service=compute.googleapis.com "
+        f"--project={d.project_id} --quota-id={quota_id}{dims} --preferred-value={usage + need:g} "
+        "--email=YOUR_EMAIL. New projects get 0 GPUs; approval takes minutes to days."
+        + ("" if blocking else " (C4 VMs may count against C4_CPUS instead; apply may still work.)"),
+    )
+
+
+# ---- errors ----
+def _project_error(exc, project: str) -> tuple[str, str]:
+    reason = getattr(exc, "reason", None)
+    if exc.code == 403 and reason in ("SERVICE_DISABLED", "accessNotConfigured"):
+        return (f"the Compute Engine API is disabled in project {project}",
+                (f"Enable it: gcloud services enable compute.googleapis.com --project={project} "
+                 "(takes a minute), then `make preflight` again."))
+    if exc.code in (403, 404):
+        return (f"project {project} not found, or your credentials cannot see it ({exc.code} {reason or ''})",
+                ("Check project_id in infra/terraform.tfvars (`gcloud projects list` shows yours) and that "
+                 "your account has roles/compute.viewer or more on it."))
+    if exc.code == 401:
+        raise CredentialsError("Google Cloud rejected the credentials on this machine (401)", LOGIN_FIX)
+    return (f"the Compute API answered {exc.code}: {exc.message}",
+            "Try again; if it persists see status.cloud.google.com.")
+
+
+
+def render(report: Report) -> list[str]:
+    lines = [f"Preflight for {report.deployment.describe()}:"]
+    for check in report.checks:
+        lines.append(f"  [{check.status:^4}] {check.name}: {check.detail}")
+        lines.extend(f"         fix: {fix}" for fix in check.fixes)
+    return lines

@@ -1,0 +1,50 @@
+"""Fixtures for the launcher tests: the fake Compute API, a deployment directory with a
+tfvars file, the provider-free Terraform module, and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from fake_compute import FakeCompute
+from gantry.cli import Environment, main
+from launcher_helpers import FIXTURE_MODULE, Deployment, NotATerminal, Result, Terminal
+
+
+@pytest.fixture(autouse=True)
+def offline_terraform(monkeypatch):
+    """No CLI config: the fixture module needs no provider, so Terraform never looks for a mirror."""
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/dev/null")
+
+
+@pytest.fixture
+def fake():
+    with FakeCompute.us_central1(project="demo-project") as server:
+        yield server
+
+
+@pytest.fixture
+def deployment(tmp_path) -> Deployment:
+    return Deployment(tmp_path)
+
+
+@pytest.fixture
+def tf_deployment(tmp_path) -> Deployment:
+    """A deployment whose infra/ is a copy of the provider-free module."""
+    return Deployment(tmp_path, FIXTURE_MODULE)
+
+
+@pytest.fixture
+def cli(fake, deployment, monkeypatch):
+    """Run `gantry <argv>` in-process against the fake API, in the deployment directory."""
+
+    def run(*argv: str, answer: str | None = None, environ: dict | None = None) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        stdin = Terminal(answer) if answer is not None else NotATerminal("")
+        env = Environment(stdout=out, stderr=err, stdin=stdin,
+                          environ={"GANTRY_COMPUTE_ENDPOINT": fake.endpoint, **(environ or {})})
+        monkeypatch.chdir(deployment.root)
+        status = main(list(argv), env)
+        return Result(status, out.getvalue(), err.getvalue())
+
+    return run

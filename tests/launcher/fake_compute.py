@@ -1,0 +1,261 @@
+"""A small stand-in for the Compute Engine REST API (compute/v1), for tests.
+
+It serves the public JSON shapes of the calls the launcher makes, so the REAL
+google-cloud-compute client can be pointed at it (``client_options.api_endpoint =
+fake.endpoint``, anonymous credentials):
+
+    projects.get                      GET /compute/v1/projects/{p}
+    regions.get                       GET /compute/v1/projects/{p}/regions/{r}
+    zones.list                        GET /compute/v1/projects/{p}/zones
+    machineTypes.get / list           GET .../zones/{z}/machineTypes[/{name}]
+    acceleratorTypes.get / list       GET .../zones/{z}/acceleratorTypes[/{name}]
+    instances.list                    GET .../zones/{z}/instances
+    instances / disks / addresses     GET /compute/v1/projects/{p}/aggregated/{kind}
+      .aggregatedList                     (with the `labels.KEY = "VALUE"` filter)
+
+State is plain dicts a test edits before (or while) the code under test runs.
+Errors follow Google's JSON error shape, with an ErrorInfo detail so that
+google.api_core sets ``exc.reason`` (e.g. SERVICE_DISABLED).
+
+Later issues extend this module (instance metadata, the metadata server): keep
+new routes in ``_routes`` and new state on ``FakeCompute``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+API = "/compute/v1"
+SELF_LINK_ROOT = "https://www.googleapis.com/compute/v1"
+
+
+@dataclass
+class FakeCompute:
+    project: str = "demo-project"
+    project_quotas: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (limit, usage)
+    region_quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region -> ...
+    zones: dict[str, str] = field(default_factory=dict)  # zone -> region
+    machine_types: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # zone -> name -> (cpus, mb)
+    accelerator_types: dict[str, dict[str, int]] = field(default_factory=dict)  # zone -> name -> max cards
+    instances: list[dict] = field(default_factory=list)  # each has "zone" (short name) and "labels"
+    disks: list[dict] = field(default_factory=list)  # each has "zone"
+    addresses: list[dict] = field(default_factory=list)  # each has "region"
+    # path regex -> (http status, google error reason, message): answered before any route
+    errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)  # "GET /path?query", in order
+
+    # ---- ready-made worlds ----
+    @classmethod
+    def us_central1(cls, project: str = "demo-project", gpu_quota: float = 4, cpu_quota: float = 72) -> FakeCompute:
+        """us-central1 as of mid-2026, trimmed: C4 in a/b/c, N1 everywhere, T4 in a/b/c/f."""
+        zones = {z: "us-central1" for z in ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")}
+        n1 = {"n1-standard-4": (4, 15360), "n1-standard-8": (8, 30720)}
+        c4 = {"c4-highcpu-8": (8, 16384), "c4-highcpu-16": (16, 32768)}
+        machine_types = {z: dict(n1) for z in zones}
+        for z in ("us-central1-a", "us-central1-b", "us-central1-c"):
+            machine_types[z].update(c4)
+        return cls(
+            project=project,
+            project_quotas={"CPUS_ALL_REGIONS": (cpu_quota, 0), "GPUS_ALL_REGIONS": (gpu_quota, 0)},
+            region_quotas={"us-central1": {
+                "CPUS": (cpu_quota, 0), "C4_CPUS": (cpu_quota, 0),
+                "NVIDIA_T4_GPUS": (gpu_quota, 0), "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0),
+            }},
+            zones=zones,
+            machine_types=machine_types,
+            accelerator_types={z: {"nvidia-tesla-t4": 4} for z in zones},
+        )
+
+    # ---- running ----
+    def __enter__(self):
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # ---- resources ----
+    def add_instance(self, name: str, zone: str, labels: dict[str, str], status: str = "RUNNING",
+                     machine_type: str = "c4-highcpu-16") -> None:
+        self.instances.append({"name": name, "zone": zone, "labels": labels, "status": status,
+                               "machineType": machine_type})
+
+    def add_disk(self, name: str, zone: str, labels: dict[str, str], size_gb: int = 50) -> None:
+        self.disks.append({"name": name, "zone": zone, "labels": labels, "sizeGb": str(size_gb)})
+
+    def add_address(self, name: str, region: str, labels: dict[str, str], address: str = "34.1.2.3") -> None:
+        self.addresses.append({"name": name, "region": region, "labels": labels, "address": address})
+
+    # ---- the API ----
+    def _routes(self):
+        p = r"/projects/(?P<project>[^/]+)"
+        z = p + r"/zones/(?P<zone>[^/]+)"
+        return [
+            (p + r"$", self._project),
+            (p + r"/regions/(?P<region>[^/]+)$", self._region),
+            (p + r"/zones$", self._zone_list),
+            (z + r"/machineTypes/(?P<name>[^/]+)$", self._machine_type),
+            (z + r"/machineTypes$", self._machine_type_list),
+            (z + r"/acceleratorTypes/(?P<name>[^/]+)$", self._accelerator_type),
+            (z + r"/acceleratorTypes$", self._accelerator_type_list),
+            (z + r"/instances$", self._instance_list),
+            (p + r"/aggregated/(?P<kind>instances|disks|addresses)$", self._aggregated),
+        ]
+
+    def handle(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict]:
+        for pattern, (status, reason, message) in self.errors.items():
+            if re.search(pattern, path):
+                return status, _error(status, reason, message)
+        if not path.startswith(API):
+            return 404, _error(404, "notFound", f"unknown path {path}")
+        for pattern, route in self._routes():
+            match = re.match(pattern, path[len(API):])
+            if match:
+                args = match.groupdict()
+                if args.pop("project") != self.project:
+                    return 404, _error(404, "notFound", f"The resource 'projects/{self.project}' was not found")
+                return route(query=query, **args)
+        return 404, _error(404, "notFound", f"no route for {path}")
+
+    def _project(self, query):
+        return 200, {"kind": "compute#project", "name": self.project, "id": "1234567890",
+                     "quotas": _quotas(self.project_quotas)}
+
+    def _region(self, query, region):
+        if region not in self.region_quotas and region not in self.zones.values():
+            return 404, _error(404, "notFound", f"The resource 'projects/{self.project}/regions/{region}' was not found")
+        zones = [self._link(f"zones/{z}") for z, r in sorted(self.zones.items()) if r == region]
+        return 200, {"kind": "compute#region", "name": region, "status": "UP", "zones": zones,
+                     "quotas": _quotas(self.region_quotas.get(region, {}))}
+
+    def _zone_list(self, query):
+        items = [{"kind": "compute#zone", "name": z, "status": "UP", "region": self._link(f"regions/{r}"),
+                  "selfLink": self._link(f"zones/{z}")} for z, r in sorted(self.zones.items())]
+        return 200, {"kind": "compute#zoneList", "items": items}
+
+    def _machine_type_json(self, zone, name):
+        cpus, mb = self.machine_types[zone][name]
+        return {"kind": "compute#machineType", "name": name, "zone": zone, "guestCpus": cpus, "memoryMb": mb}
+
+    def _machine_type(self, query, zone, name):
+        if name not in self.machine_types.get(zone, {}):
+            return 404, _error(404, "notFound",
+                               f"The resource 'projects/{self.project}/zones/{zone}/machineTypes/{name}' was not found")
+        return 200, self._machine_type_json(zone, name)
+
+    def _machine_type_list(self, query, zone):
+        items = [self._machine_type_json(zone, n) for n in sorted(self.machine_types.get(zone, {}))]
+        return 200, {"kind": "compute#machineTypeList", "items": items}
+
+    def _accelerator_json(self, zone, name):
+        return {"kind": "compute#acceleratorType", "name": name, "zone": zone,
+                "maximumCardsPerInstance": self.accelerator_types[zone][name]}
+
+    def _accelerator_type(self, query, zone, name):
+        if name not in self.accelerator_types.get(zone, {}):
+            return 404, _error(404, "notFound",
+                               f"The resource 'projects/{self.project}/zones/{zone}/acceleratorTypes/{name}' "
+                               "was not found")
+        return 200, self._accelerator_json(zone, name)
+
+    def _accelerator_type_list(self, query, zone):
+        items = [self._accelerator_json(zone, n) for n in sorted(self.accelerator_types.get(zone, {}))]
+        return 200, {"kind": "compute#acceleratorTypeList", "items": items}
+
+    def _instance_list(self, query, zone):
+        items = [self._resource_json(i) for i in self.instances if i["zone"] == zone]
+        items = _filtered(items, query)
+        return 200, {"kind": "compute#instanceList", "items": items}
+
+    def _aggregated(self, query, kind):
+        resources = {"instances": self.instances, "disks": self.disks, "addresses": self.addresses}[kind]
+        scoped: dict[str, dict] = {}
+        for resource in _filtered([self._resource_json(r) for r in resources], query):
+            scope = f"zones/{resource['zone'].rsplit('/', 1)[-1]}" if "zone" in resource else \
+                f"regions/{resource['region'].rsplit('/', 1)[-1]}"
+            scoped.setdefault(scope, {kind: []})[kind].append(resource)
+        # Google returns every scope, empty ones carrying a warning; keep one to exercise that path.
+        for zone in sorted(self.zones):
+            scoped.setdefault(f"zones/{zone}", {"warning": {"code": "NO_RESULTS_ON_PAGE",
+                                                            "message": "There are no results for scope"}})
+        return 200, {"kind": f"compute#{kind}AggregatedList", "items": scoped}
+
+    def _resource_json(self, resource: dict) -> dict:
+        out = dict(resource)
+        if "zone" in out:
+            out["zone"] = self._link(f"zones/{out['zone']}")
+        if "region" in out:
+            out["region"] = self._link(f"regions/{out['region']}")
+        return out
+
+    def _link(self, rest: str) -> str:
+        return f"{SELF_LINK_ROOT}/projects/{self.project}/{rest}"
+
+
+def _quotas(quotas: dict[str, tuple[float, float]]) -> list[dict]:
+    return [{"metric": m, "limit": lim, "usage": use} for m, (lim, use) in sorted(quotas.items())]
+
+
+_LABEL_FILTER = re.compile(r'labels\.(?P<key>[\w-]+)\s*=\s*"?(?P<value>[^"\s]*)"?')
+
+
+def _filtered(items: list[dict], query: dict[str, list[str]]) -> list[dict]:
+    """Apply the one filter form the launcher uses: labels.KEY = "VALUE"."""
+    text = query.get("filter", [""])[0]
+    if not text:
+        return items
+    match = _LABEL_FILTER.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"fake compute: unsupported filter {text!r}")
+    return [i for i in items if i.get("labels", {}).get(match["key"]) == match["value"]]
+
+
+def _error(status: int, reason: str, message: str) -> dict:
+    details = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+                "domain": "googleapis.com", "metadata": {"service": "compute.googleapis.com"}}]
+    return {"error": {"code": status, "message": message, "errors": [{"message": message, "reason": reason}],
+                      "details": details}}
+
+
+def service_disabled(project: str) -> tuple[int, str, str]:
+    """The 403 Google sends when the Compute Engine API is off in a project."""
+    return (403, "SERVICE_DISABLED",
+            (f"Compute Engine API has not been used in project {project} before or it is disabled. Enable it by "
+             f"visiting https://console.developers.google.com/apis/api/compute.googleapis.com/overview?project={project} "
+             "then retry."))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeCompute
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        self.fake.requests.append(f"GET {self.path}")
+        try:
+            status, body = self.fake.handle(url.path, parse_qs(url.query))
+        except Exception as exc:  # noqa: BLE001 (a bug in the fake: make it loud in the test, not a hang)
+            status, body = 500, _error(500, "internalError", f"fake compute: {exc!r}")
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format, *args) -> None:  # keep pytest output clean
+        pass

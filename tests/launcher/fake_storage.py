@@ -1,0 +1,63 @@
+"""A stand-in for the two Cloud Storage JSON API calls `gantry destroy --delete-data` makes:
+objects.list (GET /storage/v1/b/{bucket}/o) and objects.delete (DELETE .../o/{object})."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+
+class FakeStorage:
+    def __init__(self, buckets: dict[str, list[str]] | None = None):
+        self.buckets = buckets or {}  # bucket -> object names
+
+    def __enter__(self):
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeStorage
+
+    def _reply(self, status: int, body: dict | None = None) -> None:
+        payload = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _parts(self) -> list[str]:
+        return [unquote(p) for p in urlsplit(self.path).path.split("/") if p]
+
+    def do_GET(self) -> None:
+        parts = self._parts()  # storage v1 b BUCKET o
+        if len(parts) == 5 and parts[:2] == ["storage", "v1"] and parts[4] == "o" and parts[3] in self.fake.buckets:
+            items = [{"kind": "storage#object", "name": n, "bucket": parts[3]} for n in self.fake.buckets[parts[3]]]
+            return self._reply(200, {"kind": "storage#objects", "items": items})
+        self._reply(404, {"error": {"code": 404, "message": "The specified bucket does not exist."}})
+
+    def do_DELETE(self) -> None:
+        parts = self._parts()  # storage v1 b BUCKET o OBJECT...
+        if len(parts) >= 6 and parts[3] in self.fake.buckets:
+            name = "/".join(parts[5:])
+            if name in self.fake.buckets[parts[3]]:
+                self.fake.buckets[parts[3]].remove(name)
+                return self._reply(204)
+        self._reply(404, {"error": {"code": 404, "message": "No such object."}})
+
+    def log_message(self, format, *args) -> None:
+        pass

@@ -1,0 +1,78 @@
+"""Helpers shared by the launcher tests (a unique module name: tests/infra has a conftest too)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURE_MODULE = Path(__file__).parent / "fixtures" / "module"
+REPO = Path(__file__).resolve().parents[2]
+
+needs_terraform = pytest.mark.skipif(shutil.which("terraform") is None,
+                                     reason="terraform binary not on PATH (CI installs it)")
+
+
+class Deployment:
+    """A work directory with infra/terraform.tfvars; ``infra`` is the module directory."""
+
+    def __init__(self, root: Path, module: Path | None = None):
+        self.root = root
+        self.infra = root / "infra"
+        if module is not None:
+            shutil.copytree(module, self.infra)
+        self.infra.mkdir(exist_ok=True)
+        self.tfvars = self.infra / "terraform.tfvars"
+
+    def write(self, **settings) -> Path:
+        settings = {"project_id": "demo-project", **settings}
+        lines = []
+        for key, value in settings.items():
+            text = ("true" if value else "false") if isinstance(value, bool) else \
+                (f'"{value}"' if isinstance(value, str) else str(value))
+            lines.append(f"{key} = {text}")
+        self.tfvars.write_text("\n".join(lines) + "\n")
+        return self.tfvars
+
+    def state_file(self) -> Path:
+        return self.infra / "terraform.tfstate"
+
+
+class Result:
+    def __init__(self, status, stdout: str, stderr: str):
+        self.status, self.stdout, self.stderr = status, stdout, stderr
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class NotATerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def isolated_environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment with no Google credentials and no metadata-server probing, so
+    google.auth never leaves this machine (its GCE check would try 169.254.169.254)."""
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("GOOGLE_", "CLOUDSDK_", "GCE_", "GANTRY_"))}
+    environ.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), NO_GCE_CHECK="true",
+                   GCE_METADATA_HOST="127.0.0.1:9", GCE_METADATA_IP="127.0.0.1:9", **extra)
+    return environ
+
+
+def run_module(args: list[str], cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `python -m gantry ...` as a user would, in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "gantry", *args], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=120, check=False)

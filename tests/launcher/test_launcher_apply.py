@@ -1,0 +1,101 @@
+"""gantry apply: preflight (fake Compute API), then the real terraform on the provider-free module."""
+
+import pytest
+from gantry.status import ExitStatus
+from launcher_helpers import needs_terraform
+
+pytestmark = [pytest.mark.terraform, needs_terraform,
+              pytest.mark.filterwarnings("ignore:The 'warn' method is deprecated:DeprecationWarning")]
+
+STOCKOUT = ("Error: Error waiting for instance to create: The zone 'projects/demo-project/zones/us-central1-a' "
+            "does not have enough resources available to fulfill the request. '(resource type:compute)'. "
+            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: capacity for c4-highcpu-16 is available in "
+            "us-central1-b, us-central1-c.")
+QUOTA = ("Error: Error creating instance: googleapi: Error 403: Quota 'NVIDIA_T4_GPUS' exceeded.  Limit: 0.0 "
+         "in region us-central1., quotaExceeded")
+
+
+@pytest.fixture
+def deployment(tf_deployment):
+    return tf_deployment  # the cli fixture runs in this one: infra/ is the provider-free module
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def test_apply_runs_preflight_then_terraform(cli, deployment):
+    deployment.write(node_count=2)
+    result = cli("apply")
+    assert result.status == ExitStatus.OK, result.output
+    out = result.stdout
+    assert out.index("[ ok ] project") < out.index("terraform init") < out.index("Apply complete!")
+    assert "bucket: demo-project-gantry-runs" in out
+    assert "node_names: ['gantry-node-0', 'gantry-node-1']" in out
+    assert "Billing now: about $1.38/h until `make destroy`" in out
+    assert deployment.state_file().exists()
+
+
+def test_stockout_names_zones_with_capacity_and_what_was_left(cli, deployment):
+    deployment.write(fail_with=STOCKOUT)
+    result = cli("apply")
+    assert result.status == ExitStatus.ERROR
+    error = last_line(result.stderr)
+    assert error.startswith("gantry: error: terraform apply failed. Stock-out: zone us-central1-a has no capacity "
+                            "for c4-highcpu-16")
+    assert "Google named zones with capacity: us-central1-b, us-central1-c" in error
+    assert 'Set zone = "us-central1-b"' in error
+    assert "Half-applied: 3 resource(s) were created before the failure" in error
+    assert "terraform_data.network" in error and "`make destroy`" in error
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in result.stderr  # terraform's own text was streamed too
+
+
+def test_stockout_without_named_zones_points_at_preflight(cli, deployment):
+    deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
+    error = last_line(cli("apply").stderr)
+    assert "`make preflight` lists the zones that offer the shape" in error
+
+
+def test_quota_exceeded_during_apply(cli, deployment):
+    deployment.write(fail_with=QUOTA)
+    result = cli("apply", "--skip-preflight")
+    assert result.status == ExitStatus.ERROR
+    error = last_line(result.stderr)
+    assert "Quota: quota NVIDIA_T4_GPUS in us-central1 is too low (limit 0.0)" in error
+    assert "iam-admin/quotas?project=demo-project" in error
+
+
+def test_preflight_blocker_stops_before_terraform(cli, deployment, fake):
+    fake.project_quotas["GPUS_ALL_REGIONS"] = (0, 0)
+    deployment.write(use_gpu=True)
+    result = cli("apply")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "nothing was created" in result.stderr
+    assert "terraform init" not in result.stdout
+    assert not deployment.state_file().exists()
+
+
+def test_missing_tfvars(cli):
+    result = cli("apply")
+    assert result.status == ExitStatus.ERROR
+    assert "terraform.tfvars not found. Copy infra/terraform.tfvars.example" in result.stderr
+
+
+def test_terraform_not_installed(cli, deployment, tmp_path, monkeypatch):
+    deployment.write()
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    result = cli("apply")
+    assert result.status == ExitStatus.ERROR
+    assert last_line(result.stderr).startswith("gantry: error: terraform not found")
+    assert "developer.hashicorp.com/terraform/install" in result.stderr
+
+
+def test_unrecognised_failure_keeps_terraforms_words(cli, deployment):
+    deployment.write(fail_with="Error: googleapi: Error 400: Invalid value for field 'resource.labels'")
+    result = cli("apply", "--skip-preflight")
+    assert result.status == ExitStatus.ERROR
+    error = last_line(result.stderr)
+    assert error.startswith("gantry: error: terraform apply failed (exit 1)")
+    assert "Half-applied" in error
+    assert "'resource.labels'" in result.output  # terraform's own text reached the user

@@ -1,0 +1,58 @@
+"""The gantry command itself: entry point, help that teaches the workflow, exit codes."""
+
+from pathlib import Path
+
+import pytest
+from gantry.cli import VERBS, build_parser, main
+from gantry.status import ExitStatus
+from launcher_helpers import REPO, isolated_environ, run_module
+
+
+def test_top_level_help_shows_the_workflow(tmp_path):
+    result = run_module(["--help"], tmp_path, isolated_environ(tmp_path))
+    assert result.returncode == 0
+    for verb in ("preflight", "cost", "apply", "destroy"):
+        assert verb in result.stdout
+    assert "make preflight" in result.stdout and "examples:" in result.stdout
+    assert "terraform.tfvars.example" in result.stdout
+
+
+@pytest.mark.parametrize("verb", [v.NAME for v in VERBS])
+def test_each_verb_help_states_the_consequence_and_ends_with_examples(verb, capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([verb, "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.index("options:") < text.index("examples:")  # help ends with the examples
+    assert text.rstrip().splitlines()[-1].lstrip().startswith(("gantry ", "make ", "gcloud "))
+
+
+def test_consequences_are_spelled_out():
+    text = {v.NAME: v.DESCRIPTION for v in VERBS}
+    assert "without creating anything" in text["preflight"]
+    assert "bill" in text["apply"]
+    assert "kept unless --delete-data" in text["destroy"] and "-y" in text["destroy"]
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main(["launch"]) == ExitStatus.USAGE
+    assert main([]) == ExitStatus.USAGE
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_main_module_is_tiny():
+    lines = (REPO / "packages" / "gantry" / "__main__.py").read_text().splitlines()
+    assert len(lines) < 20
+
+
+def test_cost_needs_no_cloud(tmp_path):
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "terraform.tfvars").write_text('project_id = "p"\nspot = true\nmax_run_hours = 4\n')
+    result = run_module(["cost"], tmp_path, isolated_environ(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Spot" in result.stdout and "a run of max_run_hours = 4" in result.stdout
+
+
+def test_console_script_is_declared():
+    assert 'gantry = "gantry.__main__:main"' in (REPO / "pyproject.toml").read_text()
+    assert Path(REPO / "packages" / "gantry" / "prices.json").exists()

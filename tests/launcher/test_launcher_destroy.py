@@ -1,0 +1,108 @@
+"""gantry destroy: terraform destroy, then the Compute inventory of what still carries the label."""
+
+import pytest
+from fake_storage import FakeStorage
+from gantry.status import ExitStatus
+from launcher_helpers import needs_terraform
+
+pytestmark = [pytest.mark.terraform, needs_terraform,
+              pytest.mark.filterwarnings("ignore:The 'warn' method is deprecated:DeprecationWarning")]
+
+LABEL = {"gantry-deployment": "gantry"}
+
+
+@pytest.fixture
+def deployment(tf_deployment):
+    return tf_deployment
+
+
+@pytest.fixture
+def applied(cli, deployment):
+    deployment.write(node_count=2)
+    assert cli("apply", "--skip-preflight").status == ExitStatus.OK
+    return deployment
+
+
+def test_clean_teardown_proves_nothing_is_left(cli, applied, fake):
+    fake.add_instance("someone-else", "us-central1-a", {"gantry-deployment": "other"})
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.OK, result.output
+    assert "Destroy complete!" in result.stdout
+    assert "nothing left billing" in result.stdout
+    assert "Deleted: bucket gs://demo-project-gantry-runs" in result.stdout
+    assert "someone-else" not in result.stdout  # only this deployment's label counts
+    assert any("aggregated/disks?filter=labels.gantry-deployment" in r for r in fake.requests)
+    assert "terraform_data" not in applied.state_file().read_text()
+
+
+def test_leftover_disk_is_named_with_its_delete_command(cli, applied, fake):
+    fake.add_disk("gantry-node-0-scratch", "us-central1-a", LABEL, size_gb=200)
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.LEFTOVERS
+    assert "1 resource(s) still exist and bill" in result.stdout
+    assert "gantry-node-0-scratch" in result.stdout and "200 GB" in result.stdout
+    assert ("gcloud compute disks delete gantry-node-0-scratch --zone=us-central1-a --project=demo-project"
+            in result.stdout)
+    assert "nothing left billing" not in result.stdout
+    assert result.stderr.strip().splitlines()[-1].startswith("gantry: error: 1 resource(s) labelled")
+
+
+def test_leftover_vm_and_address(cli, applied, fake):
+    fake.add_instance("gantry-node-1", "us-central1-b", LABEL, status="TERMINATED")
+    fake.add_address("gantry-ip", "us-central1", LABEL)
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.LEFTOVERS
+    assert "gcloud compute instances delete gantry-node-1 --zone=us-central1-b" in result.stdout
+    assert "gcloud compute addresses delete gantry-ip --region=us-central1" in result.stdout
+
+
+def test_bucket_with_run_data_is_kept(cli, deployment):
+    deployment.write(bucket_holds_data=True)
+    assert cli("apply", "--skip-preflight").status == ExitStatus.OK
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.OK, result.output
+    assert "nothing left billing" in result.stdout
+    assert "Kept: bucket gs://demo-project-gantry-runs with the run data" in result.stdout
+    assert "--delete-data" in result.stdout
+
+
+def test_delete_data_empties_the_bucket_first(cli, applied):
+    with FakeStorage({"demo-project-gantry-runs": ["runs/r1/step-100.pt", "runs/r1/stats.jsonl"]}) as storage:
+        result = cli("destroy", "-y", "--delete-data", environ={"GANTRY_STORAGE_ENDPOINT": storage.endpoint})
+    assert result.status == ExitStatus.OK, result.output
+    assert storage.buckets["demo-project-gantry-runs"] == []
+    assert "Emptied gs://demo-project-gantry-runs: 2 object(s) deleted" in result.stdout
+    assert "after --delete-data emptied it" in result.stdout
+
+
+def test_destroy_failure_still_shows_the_inventory(cli, applied, fake, monkeypatch):
+    monkeypatch.setenv("FIXTURE_DESTROY_FAILS", "Error: Error when reading or editing Bucket: googleapi: 500 boom")
+    fake.add_instance("gantry-node-0", "us-central1-a", LABEL)
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.ERROR, result.output
+    assert "gantry-node-0" in result.stdout and "still exist and bill" in result.stdout
+    assert "terraform destroy failed" in result.stderr.strip().splitlines()[-1]
+
+
+def test_asks_before_destroying(cli, applied):
+    result = cli("destroy", answer="n\n")
+    assert result.status == ExitStatus.ERROR
+    assert "Delete deployment 'gantry' in project demo-project" in result.stdout
+    assert "cancelled; nothing was destroyed" in result.stderr
+    assert "terraform_data.network" in applied.state_file().read_text()
+    result = cli("destroy", answer="y\n")
+    assert result.status == ExitStatus.OK, result.output
+
+
+def test_refuses_without_a_terminal_or_yes(cli, applied):
+    result = cli("destroy")
+    assert result.status == ExitStatus.ERROR
+    assert "Pass -y" in result.stderr
+    assert "terraform_data.network" in applied.state_file().read_text()
+
+
+def test_destroy_of_nothing_is_fine(cli, deployment):
+    deployment.write()
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.OK, result.output
+    assert "nothing left billing" in result.stdout

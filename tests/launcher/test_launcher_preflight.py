@@ -1,0 +1,135 @@
+"""gantry preflight against a fake Compute API driven by the real google-cloud-compute client."""
+
+from fake_compute import service_disabled
+from gantry.status import ExitStatus
+from launcher_helpers import isolated_environ, run_module
+
+
+def test_ready_cpu_deployment_passes_and_prints_cost(cli, deployment, fake):
+    deployment.write(node_count=2)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert "[ ok ] credentials: anonymous, for the endpoint http://127.0.0.1:" in result.stdout
+    assert "c4-highcpu-16 in us-central1-a: 16 vCPU, 32 GB" in result.stdout
+    assert "quota CPUS_ALL_REGIONS (project): need 32, free 72" in result.stdout
+    assert "quota C4_CPUS (us-central1): need 32" in result.stdout
+    assert "2 nodes in total" in result.stdout and "$/h" not in result.stderr
+    assert "Ready" in result.stdout
+    # the real client really asked the fake
+    assert any(r.startswith("GET /compute/v1/projects/demo-project/zones/us-central1-a/machineTypes/c4-highcpu-16")
+               for r in fake.requests)
+
+
+def test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it(cli, deployment, fake):
+    fake.project_quotas["GPUS_ALL_REGIONS"] = (0, 0)
+    fake.region_quotas["us-central1"]["NVIDIA_T4_GPUS"] = (0, 0)
+    deployment.write(use_gpu=True, node_count=2)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    out = result.stdout
+    assert "[FAIL] quota GPUS_ALL_REGIONS (project): need 2 (2 node(s)), limit 0, in use 0: short by 2" in out
+    assert "[FAIL] quota NVIDIA_T4_GPUS (us-central1): need 2" in out
+    assert "https://console.cloud.google.com/iam-admin/quotas?project=demo-project" in out
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project" in out
+    assert "--quota-id=NVIDIA-T4-GPUS-per-project-region --dimensions=region=us-central1 --preferred-value=2" in out
+    assert result.stderr.startswith("gantry: error: preflight found 2 blocker(s)")
+    assert "Traceback" not in result.output
+
+
+def test_partial_usage_counts_against_the_limit(cli, deployment, fake):
+    fake.project_quotas["CPUS_ALL_REGIONS"] = (40, 20)
+    deployment.write(node_count=2)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "need 32 (2 node(s)), limit 40, in use 20: short by 12" in result.stdout
+    assert "--preferred-value=52" in result.stdout
+
+
+def test_spot_gpus_use_the_preemptible_quota_when_granted(cli, deployment, fake):
+    fake.region_quotas["us-central1"]["NVIDIA_T4_GPUS"] = (0, 0)
+    fake.region_quotas["us-central1"]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (4, 0)
+    deployment.write(use_gpu=True, spot=True)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert "quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): need 1" in result.stdout
+    assert "Spot" in result.stdout
+
+
+def test_c4_short_on_cpus_but_not_c4_cpus_is_a_warning(cli, deployment, fake):
+    fake.region_quotas["us-central1"]["CPUS"] = (8, 0)
+    deployment.write()
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert "[warn] quota CPUS (us-central1)" in result.stdout
+
+
+def test_missing_machine_type_lists_the_zones_that_have_it(cli, deployment):
+    deployment.write(zone="us-central1-f")  # C4 is in a, b, c only
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "[FAIL] machine type: c4-highcpu-16 is not offered in us-central1-f" in result.stdout
+    assert "Zones of us-central1 that have it: us-central1-a, us-central1-b, us-central1-c" in result.stdout
+    assert 'set zone = "us-central1-a"' in result.stdout
+    assert "[ ok ] quota CPUS_ALL_REGIONS (project): need 16" in result.stdout  # sized from the name
+
+
+def test_missing_accelerator_lists_the_zones_that_have_the_whole_shape(cli, deployment, fake):
+    del fake.accelerator_types["us-central1-a"]["nvidia-tesla-t4"]
+    deployment.write(use_gpu=True)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "nvidia-tesla-t4 is not offered in us-central1-a" in result.stdout
+    assert "us-central1-b, us-central1-c, us-central1-f" in result.stdout
+
+
+def test_too_many_gpus_per_vm(cli, deployment):
+    deployment.write(use_gpu=True, accelerator_count=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "at most 4 per VM" in result.stdout and "raise node_count" in result.stdout
+
+
+def test_unknown_zone(cli, deployment):
+    deployment.write(zone="us-central1-z")
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "us-central1-a, us-central1-b, us-central1-c, us-central1-f" in result.stdout
+
+
+def test_disabled_compute_api_names_the_enable_command(cli, deployment, fake):
+    fake.errors[r"/projects/demo-project$"] = service_disabled("demo-project")
+    deployment.write()
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "Compute Engine API is disabled" in result.stdout
+    assert "gcloud services enable compute.googleapis.com --project=demo-project" in result.stdout
+
+
+def test_wrong_project(cli, deployment):
+    deployment.write(project_id="not-mine")
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "project not-mine not found" in result.stdout and "gcloud projects list" in result.stdout
+
+
+def test_missing_tfvars(cli):
+    result = cli("preflight")
+    assert result.status == ExitStatus.ERROR
+    assert result.stderr.startswith("gantry: error: infra/terraform.tfvars not found. Copy")
+
+
+def test_no_credentials_says_how_to_log_in(deployment, tmp_path):
+    """The real entry point, in a clean environment: no ADC file, no metadata server."""
+    deployment.write()
+    result = run_module(["preflight"], deployment.root, isolated_environ(tmp_path))
+    assert result.returncode == ExitStatus.ERROR
+    assert "gantry: error: no Google Cloud credentials found" in result.stderr
+    assert "gcloud auth application-default login" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(deployment, tmp_path):
+    deployment.write()
+    result = run_module(["preflight", "--debug"], deployment.root, isolated_environ(tmp_path))
+    assert "Traceback" in result.stderr and "gcloud auth application-default login" in result.stderr
