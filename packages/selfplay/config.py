@@ -37,7 +37,7 @@ class GameConfig:
 
 @dataclass
 class ModelConfig:
-    channels: int = 64
+    channels: int = 32
     """Width of the residual trunk (filters per conv)."""
     blocks: int = 4
     """Residual blocks in the trunk."""
@@ -104,7 +104,7 @@ class LearnerConfig:
     publish_every: int = 20
     """Steps between publishing weights to the actors."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    """auto: bf16 on CPUs with AMX, fp32 on other CPUs; on CUDA bf16 at compute capability >= 8, else fp16."""
+    """auto: bf16 on CPUs with AMX or AVX512-BF16, fp32 on other CPUs; on CUDA bf16 at capability >= 8, else fp16."""
 
     def __post_init__(self):
         _check(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")

@@ -70,13 +70,27 @@ def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device) -> tupl
     return int(flags[0]) == 0, int(flags[1]) > 0
 
 
-def broadcast_model(model: torch.nn.Module, info: DistInfo) -> None:
-    """Make every rank start from rank 0's weights (a resumed checkpoint lives on rank 0's disk)."""
+def broadcast_state(state: dict | None, info: DistInfo) -> dict | None:
+    """Rank 0's learner state (weights, optimizer moments, scaler) to every rank.
+
+    A resumed checkpoint lives on rank 0's disk only; without its optimizer moments the other
+    ranks' AdamW would drift from rank 0 even though the gradients are averaged.
+    """
     if not info.enabled:
-        return
-    with torch.no_grad():
-        for tensor in model.state_dict().values():
-            dist.broadcast(tensor, src=0)
+        return state
+    box = [_to_cpu(state) if info.is_main else None]  # pickled: CUDA tensors would land on rank 0's device
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
 
 
 def broadcast_int(value: int, info: DistInfo, device: torch.device) -> int:

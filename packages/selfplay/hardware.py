@@ -117,16 +117,19 @@ def pick_device(requested: str) -> torch.device:
 
 
 def pick_precision(device: torch.device, requested: str = "auto") -> Precision:
-    """bf16 only where the hardware does it natively: AMX CPUs, CUDA compute capability >= 8.
+    """bf16 only where the hardware does it natively: AMX or AVX512-BF16 CPUs, CUDA compute capability >= 8.
+
+    On a 2-core AVX512-BF16 EPYC a 32x4 learner step at batch 256 takes 95 ms in bf16 against 157 ms in
+    fp32 (bench/), so bf16 autocast pays on AVX512-BF16 too, not only on AMX as first planned.
 
     torch.cuda.is_bf16_supported() answers True on a T4 (7.5) by emulation, so it is not asked.
     """
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    return precision_for(device, requested, capability, cpu_has_amx())
+    return precision_for(device, requested, capability, cpu_has_native_bf16())
 
 
 def precision_for(device: torch.device, requested: str, capability: tuple[int, int] | None,
-                  amx: bool) -> Precision:
+                  native_bf16: bool) -> Precision:
     """The policy itself, free of hardware queries so tests can pin every case."""
     if device.type == "cuda":
         if requested == "fp32":
@@ -137,6 +140,6 @@ def precision_for(device: torch.device, requested: str, capability: tuple[int, i
     if requested == "fp16":
         from .config import ConfigError
         raise ConfigError("learner.precision=fp16 needs CUDA: use auto, fp32 or bf16 on a CPU")
-    if requested == "bf16" or (requested == "auto" and amx):
+    if requested == "bf16" or (requested == "auto" and native_bf16):
         return Precision(device, torch.bfloat16, False)
     return Precision(device, None, False)

@@ -22,7 +22,7 @@ import torch
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
 from .config import Config, dump
-from .distributed import DistInfo, agree, broadcast_int, broadcast_model, close, init_distributed
+from .distributed import DistInfo, agree, broadcast_int, broadcast_state, close, init_distributed
 from .games import make_game
 from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
 from .learner import Learner
@@ -87,7 +87,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> in
         step = int(payload["step"])
         runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
     step = broadcast_int(step, info, device)
-    broadcast_model(learner.model, info)
+    if info.enabled:  # every rank starts from rank 0's weights and optimizer state, fresh or resumed
+        state = broadcast_state(learner.state_dict() if info.is_main else None, info)
+        if not info.is_main:
+            learner.load_state_dict(state)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
@@ -178,6 +181,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> in
             runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
         pool.stop()
         save(final=True)
+        # every rank prints this: identical lines across ranks prove DDP kept them in step
+        checksum = sum(float(p.double().sum()) for p in learner.model.parameters())
+        print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}", flush=True)
         return step
     finally:
         pool.stop()

@@ -49,7 +49,7 @@ def test_folded_inference_net_matches_the_training_net():
     ("cuda", "auto", (7, 5), False, torch.float16, True),     # T4: fp16 + GradScaler, never emulated bf16
     ("cuda", "auto", (8, 0), False, torch.bfloat16, False),   # A100
     ("cuda", "fp32", (9, 0), False, None, False),
-    ("cpu", "auto", None, True, torch.bfloat16, False),       # AMX
+    ("cpu", "auto", None, True, torch.bfloat16, False),       # AMX or AVX512-BF16
     ("cpu", "auto", None, False, None, False),
 ])
 def test_precision_policy(device, requested, capability, amx, dtype, scaler):

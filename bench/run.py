@@ -1,0 +1,206 @@
+"""Benchmarks: self-play and learner throughput per core, and Pons error against wall-clock time.
+
+    make bench                                   # throughput (~3 min) -> bench/results/throughput-*.json
+    make bench ARGS="--train-minutes 30"         # plus a fixed-budget training run graded on the Pons sets
+    make bench ARGS="--from-run runs/c4-30min"   # grade an existing run's checkpoints instead of training
+
+Throughput is measured in this process on one core (torch and numpy single-threaded), with
+the exact evaluator the actors use. Ratios against alpha-zero-general use its figures measured
+on a 2-core machine like ours: 97 simulations/s per core with its default 512-channel net and
+1,274/s with a 64-channel one (batch-1 network calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from selfplay import checkpoint, evaluate  # noqa: E402
+from selfplay.config import load  # noqa: E402
+from selfplay.distributed import DistInfo  # noqa: E402
+from selfplay.games import make_game  # noqa: E402
+from selfplay.hardware import Precision, inference_dtype, pick_precision  # noqa: E402
+from selfplay.inference import NetworkEvaluator  # noqa: E402
+from selfplay.learner import Learner  # noqa: E402
+from selfplay.mcts import BatchedMCTS  # noqa: E402
+from selfplay.model import build_model, count_parameters  # noqa: E402
+from selfplay.actors import SelfPlayWorker  # noqa: E402
+
+AZG_SIMS_PER_S = {"default-512ch": 97.0, "64ch": 1274.0}
+AZG_30MIN_MCTS_WEAK = {"End-Easy": 0.12, "Middle-Easy": 0.145, "Middle-Medium": 0.305, "Begin-Easy": 0.065,
+                       "Begin-Medium": 0.17, "Begin-Hard": 0.375}
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> dict:
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor())
+    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
+            "inference_dtype": str(inference_dtype()).replace("torch.", "")}
+
+
+def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float) -> dict:
+    """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit."""
+    game = make_game("connect4")
+    cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--actors.games={games}",
+                      f"--search.simulations={sims}"])
+    model = build_model(game, channels, blocks).eval()
+    ev = NetworkEvaluator(model, inference_dtype())
+    worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
+    for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup
+        worker.step(0)
+    ev.seconds, ev.positions, ev.calls = 0.0, 0, 0
+    moves0, sims0 = worker.moves, worker.simulations
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        worker.step(0)
+    wall = time.perf_counter() - start
+    # the same network and batch, forward passes only: the ceiling for simulations/s
+    planes = game.encode(worker.states)
+    ev_only = NetworkEvaluator(model, inference_dtype())
+    for _ in range(3):
+        ev_only(planes)
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < min(5.0, seconds / 2):
+        ev_only(planes)
+        n += 1
+    forward_limit = n * len(planes) / (time.perf_counter() - t0)
+    sims_per_s = (worker.simulations - sims0) / wall
+    return {
+        "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
+        "simulations_per_move": sims, "seconds": round(wall, 1),
+        "positions_per_s": (worker.moves - moves0) / wall,
+        "simulations_per_s": sims_per_s,
+        "network_evals_per_s": ev.positions / wall,
+        "mean_batch": ev.positions / max(1, ev.calls),
+        "outside_forward_share": 1 - ev.seconds / wall,
+        "forward_only_evals_per_s": forward_limit,
+        "sims_vs_forward_limit": sims_per_s / forward_limit,
+        "vs_azg_default_512ch": sims_per_s / AZG_SIMS_PER_S["default-512ch"],
+        "vs_azg_64ch": sims_per_s / AZG_SIMS_PER_S["64ch"],
+    }
+
+
+def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -> dict:
+    game = make_game("connect4")
+    cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--learner.batch_size={batch}",
+                      f"--learner.min_replay={batch}"])
+    precision = pick_precision(torch.device("cpu"))
+    out = {"net": f"{channels}x{blocks}", "batch": batch}
+    for name, p in (("auto", precision), ("fp32", Precision(torch.device("cpu"), None, False))):
+        learner = Learner(cfg, game, p, DistInfo(), 0)
+        rng = np.random.default_rng(0)
+        moves = [list(rng.integers(0, 7, size=int(rng.integers(0, 12)))) for _ in range(batch)]
+        try:
+            states = game.states_from_moves(moves)
+        except ValueError:
+            states = game.initial_states(batch)
+        policy = rng.dirichlet(np.ones(7), size=batch).astype(np.float32)
+        b = {"states": states, "policy": policy, "z": np.zeros(batch, np.float32), "q": np.zeros(batch, np.float32)}
+        learner.step(b)
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            learner.step(b)
+            steps += 1
+        out[f"samples_per_s_{name}"] = steps * batch / (time.perf_counter() - t0)
+        out[f"precision_{name}"] = p.describe()
+    return out
+
+
+def grade_run(run_dir: Path, positions: int, sims: int) -> list[dict]:
+    """Pons error of each checkpoint of a run, against the minutes it had trained."""
+    stats = [json.loads(ln) for ln in (run_dir / "stats.jsonl").read_text().splitlines()]
+    t0 = stats[0]["time"] if stats else 0
+    curve = []
+    for path in checkpoint.list_checkpoints(run_dir):
+        payload = checkpoint.load(path)
+        cfg = payload["config"]
+        model = build_model(make_game("connect4"), cfg["model"]["channels"], cfg["model"]["blocks"])
+        model.load_state_dict(payload["model"])
+        sets = evaluate.load_sets(evaluate.find_pons_dir(), positions)
+        result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype()), sets, sims)
+        written = path.stat().st_mtime
+        curve.append({"checkpoint": path.name, "step": int(payload["step"]),
+                      "minutes": round((written - t0) / 60, 1) if t0 else None,
+                      **{k: v for k, v in result.items() if not k.startswith("_")}})
+        print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
+    return curve
+
+
+def table(rows: list[dict], keys: list[str]) -> str:
+    head = "| " + " | ".join(keys) + " |\n|" + "---|" * len(keys)
+    body = ["| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |"
+            for r in rows]
+    return "\n".join([head, *body])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
+    ap.add_argument("--train-minutes", type=float, default=0, help="also train Connect Four this long, then grade")
+    ap.add_argument("--from-run", default="", help="grade this run's checkpoints instead of training")
+    ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
+    ap.add_argument("--quick", action="store_true", help="tiny budgets (tests)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    report: dict = {"machine": machine(), "when": stamp}
+
+    cases = [(32, 4, 128, 64), (32, 4, 64, 64), (64, 4, 128, 64), (64, 4, 64, 64)]
+    if args.quick:
+        cases = [(8, 1, 16, 8)]
+    report["selfplay"] = []
+    for ch, bl, games, sims in cases:
+        r = selfplay_throughput(ch, bl, games, sims, 2 if args.quick else args.seconds)
+        report["selfplay"].append(r)
+        print(f"self-play {r['net']} x{games} games: {r['simulations_per_s']:.0f} sims/s "
+              f"({r['vs_azg_default_512ch']:.1f}x azg-512ch, {r['vs_azg_64ch']:.1f}x azg-64ch), "
+              f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
+    report["learner"] = [learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
+                         for ch, bl in ([(32, 4), (64, 4)] if not args.quick else [(8, 1)])]
+    for r in report["learner"]:
+        print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
+              f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
+
+    run_dir = Path(args.from_run) if args.from_run else None
+    if args.train_minutes and not run_dir:
+        run_dir = Path("runs") / f"bench-{stamp}"
+        subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run_dir}",
+                        f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5"], check=True)
+    if run_dir:
+        curve = grade_run(run_dir, args.positions, 25)
+        periodic = [r for r in map(json.loads, (run_dir / "stats.jsonl").read_text().splitlines())
+                    if r["kind"] == "eval"]
+        report["training"] = {"run": str(run_dir), "mcts_simulations": 25, "curve": curve,
+                              "periodic_eval": periodic, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK}
+        if curve:
+            last = curve[-1]
+            report["training"]["vs_azg_error_ratio"] = {
+                k: last[k]["mcts_weak"] / v for k, v in AZG_30MIN_MCTS_WEAK.items()}
+
+    out = RESULTS / f"bench-{stamp}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print("\n" + table(report["selfplay"], ["net", "games_per_actor", "simulations_per_s", "network_evals_per_s",
+                                            "positions_per_s", "mean_batch", "outside_forward_share",
+                                            "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
+    print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",
+                                           "samples_per_s_fp32"]))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
