@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 
 class CheckpointError(RuntimeError):
@@ -29,7 +29,7 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     d = Path(run_dir)
     if not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if _NAME.match(p.name))
+    return sorted(p for p in d.iterdir() if NAME.match(p.name))
 
 
 def save(run_dir: str | Path, step: int, payload: dict, keep: int = 3) -> Path:

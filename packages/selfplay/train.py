@@ -27,6 +27,7 @@ from .games import make_game
 from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
 from .learner import Learner
 from .replay import ReplayBuffer
+from .rundir import RunDir
 from .stats import RunLog, progress_line
 from .weights import SharedWeights, flat_float_state
 
@@ -52,15 +53,18 @@ def train(cfg: Config) -> int:
     """Run until max_steps / max_minutes / a signal; return the last learner step."""
     stop = StopRequested()
     info = init_distributed(cfg.dist.backend, cfg.dist.timeout_s)
-    runlog = RunLog(cfg.run.dir, enabled=info.is_main)
+    run_dir = RunDir(cfg.run.dir)
+    if info.is_main:
+        run_dir.pull()  # a bucket's newest checkpoint, when run.dir is gs://...
+    runlog = RunLog(run_dir.local, enabled=info.is_main)
     try:
-        return _run(cfg, info, runlog, stop)
+        return _run(cfg, info, runlog, stop, run_dir)
     finally:
         runlog.close()
         close(info)
 
 
-def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> int:
+def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir) -> int:
     game = make_game(cfg.game.name)
     device = pick_device(cfg.run.device)
     precision = pick_precision(device, cfg.learner.precision)
@@ -76,7 +80,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> in
 
     # -- resume: rank 0 reads the newest checkpoint, then every rank starts from its weights and step
     step = 0
-    newest = checkpoint.latest(cfg.run.dir) if info.is_main else None
+    newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
         payload = checkpoint.load(newest)
         checkpoint.check_compatible(payload["config"], cfg.to_dict(), Config.SHAPE_FIELDS, newest)
@@ -112,8 +116,13 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested) -> in
             return
         payload = {**learner.state_dict(), "step": step, "config": cfg.to_dict(), "counters": counters,
                    "replay": replay.state_dict()}
-        path = checkpoint.save(cfg.run.dir, step, payload, keep=cfg.run.keep_checkpoints)
-        runlog.say(f"checkpoint {path}" + (" (final)" if final else ""))
+        path = checkpoint.save(run_dir.local, step, payload, keep=cfg.run.keep_checkpoints)
+        try:
+            run_dir.push(path, run_dir.local / "stats.jsonl")
+        except OSError as e:  # the bucket is unreachable: the local copy stays, the next save retries
+            runlog.say(f"warning: could not copy {path.name} to {run_dir.url}: {e}")
+        runlog.say(f"checkpoint {path}" + (f" -> {run_dir.url}" if run_dir.remote else "")
+                   + (" (final)" if final else ""))
 
     started = time.monotonic()
     last_log = last_ckpt = last_eval_t = started

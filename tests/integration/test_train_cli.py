@@ -127,3 +127,20 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     assert "Begin-Hard" in graded.stdout
     data = json.loads((tmp_path / "eval.json").read_text())
     assert 0 <= data["End-Easy"]["mcts_weak"] <= 1 and data["End-Easy"]["positions"] == 10
+
+
+def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path):
+    """run.dir as an fsspec URL (file:// stands in for gs://): checkpoints reach it; a new machine resumes."""
+    bucket = tmp_path / "bucket" / "runs" / "r1"
+    url = f"file://{bucket}"
+    env = {**os.environ, "GANTRY_STAGING": str(tmp_path / "machine-a")}
+    first = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
+                            "--run.max_steps=40", *FAST], capture_output=True, text=True, env=env, timeout=240)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(p.name for p in bucket.iterdir()) == ["ckpt-000000040.pt", "stats.jsonl"]
+    env["GANTRY_STAGING"] = str(tmp_path / "machine-b")  # a fresh VM: nothing local
+    second = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
+                             "--run.max_steps=60", *FAST], capture_output=True, text=True, env=env, timeout=240)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "at step 40" in second.stdout
+    assert (bucket / "ckpt-000000060.pt").is_file()

@@ -1,0 +1,65 @@
+"""Run directories that may live in a bucket: write locally, mirror through fsspec.
+
+``run.dir`` is a local path or a URL (``gs://bucket/runs/ID``, or any fsspec URL such as
+``file:///mnt/share/run``). For a URL the trainer works in a local staging folder and, after
+each checkpoint, copies the checkpoint and stats.jsonl up; on start it pulls the newest
+remote checkpoint down, so a Spot VM that comes back resumes where the bucket says.
+Uploads go to a temporary name first, then move, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from . import checkpoint
+
+
+def is_remote(run_dir: str) -> bool:
+    return "://" in run_dir
+
+
+class RunDir:
+    def __init__(self, run_dir: str, staging_root: str | None = None):
+        self.url = run_dir
+        self.remote = is_remote(run_dir)
+        if self.remote:
+            import fsspec
+
+            self.fs, self.root = fsspec.core.url_to_fs(run_dir)
+            root = staging_root or os.environ.get("GANTRY_STAGING", str(Path.home() / ".cache/gantry/staging"))
+            slug = hashlib.sha256(run_dir.encode()).hexdigest()[:12]
+            self.local = Path(root) / slug
+        else:
+            self.local = Path(run_dir)
+
+    def pull(self) -> None:
+        """Bring the newest remote checkpoint (and the stats so far) into the staging folder."""
+        if not self.remote or not self.fs.exists(self.root):
+            return
+        self.local.mkdir(parents=True, exist_ok=True)
+        names = sorted(Path(p).name for p in self.fs.ls(self.root, detail=False))
+        ckpts = [n for n in names if checkpoint.NAME.match(n)]
+        wanted = ckpts[-1:] + [n for n in ("stats.jsonl",) if n in names]
+        for name in wanted:
+            target = self.local / name
+            if not target.exists():
+                tmp = target.with_name(f".{name}.part")
+                self.fs.get(f"{self.root}/{name}", str(tmp))
+                os.replace(tmp, target)
+
+    def push(self, *paths: Path) -> None:
+        """Copy files up and drop remote checkpoints that are no longer kept locally."""
+        if not self.remote:
+            return
+        self.fs.makedirs(self.root, exist_ok=True)
+        for path in paths:
+            part = f"{self.root}/.{path.name}.part"
+            self.fs.put(str(path), part)
+            self.fs.mv(part, f"{self.root}/{path.name}")
+        kept = {p.name for p in checkpoint.list_checkpoints(self.local)}
+        for remote in self.fs.ls(self.root, detail=False):
+            name = Path(remote).name
+            if checkpoint.NAME.match(name) and name not in kept:
+                self.fs.rm(remote)
