@@ -1,0 +1,62 @@
+# Bad inputs fail at plan time with the variable's own message, before anything is created
+# (run offline against the stand-in google provider, see plan_cpu.tftest.hcl). Each run lists every
+# validation its inputs must trip: a listed one that passes, or an unlisted one that fails, fails
+# the run. Two runs rather than one a variable, because every run starts a provider.
+
+variables {
+  project_id = "standin-proj"
+}
+
+run "bad_cpu_path_inputs_fail_their_own_validations" {
+  command = plan
+
+  variables {
+    project_id         = "Not A Project"
+    zone               = "europe-west4-a" # not in region us-central1
+    node_count         = 0
+    cpu_machine_type   = "c4-highcpu-22" # a C3 shape, not C4
+    spot               = true
+    termination_action = "KILL"
+    max_run_hours      = -1
+    accelerator_type   = "nvidia-l4" # checked on either path
+  }
+
+  expect_failures = [
+    var.project_id,
+    var.zone,
+    var.node_count,
+    var.cpu_machine_type,
+    var.termination_action,
+    var.max_run_hours,
+    var.accelerator_type,
+  ]
+}
+
+run "bad_gpu_path_inputs_fail_their_own_validations" {
+  command = plan
+
+  variables {
+    use_gpu           = true
+    gpu_machine_type  = "c4-highcpu-16" # a T4 attaches only to N1
+    accelerator_count = 3               # 1, 2 or 4
+  }
+
+  expect_failures = [
+    var.gpu_machine_type,
+    var.accelerator_count,
+  ]
+}
+
+run "the_same_shape_passes_on_the_cpu_path" {
+  command = plan
+
+  variables {
+    use_gpu          = false
+    gpu_machine_type = "c4-highcpu-16" # ignored on the CPU path
+  }
+
+  assert {
+    condition     = google_compute_instance.node[0].machine_type == "c4-highcpu-16"
+    error_message = "gpu_machine_type is validated only when use_gpu = true."
+  }
+}

@@ -1,0 +1,48 @@
+"""The launcher's Terraform adapter (gantry.terraform over python-terraform 0.10.1) driving the
+real infra/ through init, plan, apply, output and destroy against the stand-in google provider,
+with a throwaway copy of infra/ holding the state."""
+
+import io
+import ipaddress
+import json
+
+import pytest
+from standin_tools import copy_repo_tree
+
+pytestmark = [pytest.mark.terraform, pytest.mark.slow]
+
+gantry_terraform = pytest.importorskip("gantry.terraform", reason="the launcher's adapter needs the cloud extra")
+
+
+def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkeypatch):
+    for key, value in standin_env.items():  # python-terraform's subprocesses inherit os.environ
+        monkeypatch.setenv(key, value)
+    infra = copy_repo_tree(tmp_path)
+    tfvars = infra / "terraform.tfvars"
+    # The widest shape: GPU, Spot, three nodes (a master and two workers).
+    tfvars.write_text('project_id = "standin-proj"\ndeployment_name = "adapter"\nuse_gpu = true\n'
+                      'spot = true\nnode_count = 3\n')
+    out, err = io.StringIO(), io.StringIO()
+    tf = gantry_terraform.Terraform(infra, stdout=out, stderr=err)
+
+    tf.init()
+    assert "hashicorp/google v8.7.0" in out.getvalue()
+    assert tf.plan(tfvars) is True  # everything is still to create
+    assert tf.outputs() == {} and tf.state_list() == []
+
+    tf.apply(tfvars)
+    outputs = tf.outputs()
+    assert outputs["node_names"] == ["adapter-node-0", "adapter-node-1", "adapter-node-2"]
+    assert outputs["master_address"] == outputs["internal_ips"][0]
+    subnet = ipaddress.ip_network("10.42.0.0/24")  # infra's default subnet_cidr
+    assert len(set(outputs["internal_ips"])) == 3
+    assert all(ipaddress.ip_address(ip) in subnet for ip in outputs["internal_ips"])
+    assert outputs["node_service_account"] == "adapter-node@standin-proj.iam.gserviceaccount.com"
+    assert outputs["accelerator"] == {"type": "nvidia-tesla-t4", "count": 1}
+    assert "google_compute_instance.node[2]" in tf.state_list()
+    assert tf.plan(tfvars) is False  # applied == configured: no drift
+
+    tf.destroy(tfvars)
+    assert tf.state_list() == []
+    assert tf.outputs() == {}
+    assert json.loads((infra / "terraform.tfstate").read_text())["resources"] == []
