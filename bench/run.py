@@ -23,19 +23,17 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from selfplay import checkpoint, evaluate  # noqa: E402
-from selfplay.config import load  # noqa: E402
-from selfplay.distributed import DistInfo  # noqa: E402
-from selfplay.games import make_game  # noqa: E402
-from selfplay.hardware import Precision, inference_dtype, pick_precision  # noqa: E402
-from selfplay.inference import NetworkEvaluator  # noqa: E402
-from selfplay.learner import Learner  # noqa: E402
-from selfplay.mcts import BatchedMCTS  # noqa: E402
-from selfplay.model import build_model, count_parameters  # noqa: E402
-from selfplay.actors import SelfPlayWorker  # noqa: E402
+import numpy as np
+import torch
+from selfplay import checkpoint, evaluate
+from selfplay.actors import SelfPlayWorker
+from selfplay.config import load
+from selfplay.distributed import DistInfo
+from selfplay.games import make_game
+from selfplay.hardware import Precision, inference_dtype, pick_precision
+from selfplay.inference import NetworkEvaluator
+from selfplay.learner import Learner
+from selfplay.model import build_model, count_parameters
 
 AZG_SIMS_PER_S = {"default-512ch": 97.0, "64ch": 1274.0}
 AZG_30MIN_MCTS_WEAK = {"End-Easy": 0.12, "Middle-Easy": 0.145, "Middle-Medium": 0.305, "Begin-Easy": 0.065,

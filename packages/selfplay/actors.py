@@ -40,7 +40,7 @@ class Samples:
     outcomes: dict = field(default_factory=lambda: {"first": 0, "second": 0, "draw": 0})
 
     @staticmethod
-    def concat(parts: list["Samples"]) -> "Samples":
+    def concat(parts: list[Samples]) -> Samples:
         out = Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("states", "policy", "z", "q", "version")))
         out.games = sum(p.games for p in parts)
         for p in parts:

@@ -169,7 +169,7 @@ class RunConfig:
         _check(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
         _check(self.max_steps >= 0, f"run.max_steps={self.max_steps} must be >= 0 (0 = no limit)")
         _check(self.max_minutes >= 0, f"run.max_minutes={self.max_minutes} must be >= 0 (0 = no limit)")
-        _check(self.checkpoint_every_minutes > 0, f"run.checkpoint_every_minutes must be > 0")
+        _check(self.checkpoint_every_minutes > 0, "run.checkpoint_every_minutes must be > 0")
         _check(self.keep_checkpoints >= 2, f"run.keep_checkpoints={self.keep_checkpoints} must be >= 2")
         _check(self.log_every_seconds > 0, "run.log_every_seconds must be > 0")
 
@@ -248,7 +248,7 @@ def parse_overrides(args: list[str]) -> dict:
     """``['--search.simulations=100', ...]`` -> {'search': {'simulations': '100'}}."""
     out: dict = {}
     for arg in args:
-        body = arg[2:] if arg.startswith("--") else arg
+        body = arg.removeprefix("--")
         _check("=" in body and "." in body.split("=", 1)[0],
                f"bad override {arg!r}: write --section.key=value, e.g. --search.simulations=100")
         dotted, value = body.split("=", 1)

@@ -9,8 +9,8 @@ Node 0 is the root; a child index of 0 therefore means "not expanded yet".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -11,8 +11,8 @@ and replay buffer): run the same command again after Ctrl-C, SIGTERM or a crash.
 from __future__ import annotations
 
 import logging
-import signal
 import multiprocessing as mp
+import signal
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 

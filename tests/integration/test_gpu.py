@@ -5,7 +5,6 @@ import sys
 
 import pytest
 import torch
-
 from selfplay.distributed import choose_backend
 from selfplay.hardware import cuda_usable, pick_device, pick_precision
 

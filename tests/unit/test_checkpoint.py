@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from selfplay import checkpoint
 from selfplay.checkpoint import CheckpointError
 

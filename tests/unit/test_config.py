@@ -1,7 +1,6 @@
 """Config: typed defaults, YAML + overrides, and errors that name the field and the fix."""
 
 import pytest
-
 from selfplay.__main__ import main, resolve_config
 from selfplay.config import ConfigError, load
 

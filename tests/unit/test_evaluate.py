@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from selfplay import evaluate
 from selfplay.games import ConnectFour
 

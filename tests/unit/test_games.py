@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from selfplay.games import ConnectFour, TicTacToe, make_game
 
 

@@ -1,7 +1,6 @@
 """Batched PUCT: tactics with a uniform prior, visit accounting, noise at the root only."""
 
 import numpy as np
-
 from selfplay.games import ConnectFour, TicTacToe
 from selfplay.mcts import BatchedMCTS, uniform_evaluator
 

@@ -1,7 +1,6 @@
 """The replay ring buffer: reuse cap, overwrite order, checkpoint round trip."""
 
 import numpy as np
-
 from selfplay.replay import ReplayBuffer
 
 

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from selfplay.config import ConfigError
 from selfplay.games import ConnectFour
 from selfplay.hardware import precision_for

@@ -14,4 +14,4 @@ def make_game(name: str) -> Game:
         raise ValueError(f"unknown game {name!r}: choose one of {', '.join(sorted(GAMES))} (game.name)") from None
 
 
-__all__ = ["Game", "StepResult", "ConnectFour", "TicTacToe", "GAMES", "make_game"]
+__all__ = ["GAMES", "ConnectFour", "Game", "StepResult", "TicTacToe", "make_game"]
