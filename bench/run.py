@@ -117,6 +117,33 @@ def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -
     return out
 
 
+def rank_scaling(config: str, seconds: float, extra: list[str]) -> list[dict]:
+    """Self-play positions/s of the whole machine with 1 and 2 local ranks (each: 1 actor + 1 learner)."""
+    import re
+    import socket
+    import tempfile
+    rows = []
+    for ranks in (1, 2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with tempfile.TemporaryDirectory() as run_dir:
+            env = {**os.environ, "NNODES": "1", "NPROC_PER_NODE": str(ranks), "MASTER_PORT": str(port)}
+            out = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", config,
+                                  f"--run.dir={run_dir}", f"--run.max_minutes={seconds / 60}", "--actors.count=1",
+                                  "--eval.every_minutes=0", *extra], env=env, capture_output=True, text=True,
+                                 check=True).stdout
+        done = re.findall(r"rank (\d+) finished at step (\d+).*?, (\d+) positions played here in ([\d.]+) s", out)
+        positions = sum(int(d[2]) for d in done)
+        wall = max(float(d[3]) for d in done)
+        rows.append({"ranks": ranks, "positions_per_s": positions / wall, "learner_steps": int(done[0][1]),
+                     "seconds": wall})
+        print(f"scaling: {ranks} rank(s): {positions / wall:.0f} positions/s, {done[0][1]} learner steps", flush=True)
+    rows[1]["speedup_vs_1_rank"] = rows[1]["positions_per_s"] / rows[0]["positions_per_s"]
+    rows[0]["speedup_vs_1_rank"] = 1.0
+    return rows
+
+
 def grade_run(run_dir: Path, positions: int, sims: int) -> list[dict]:
     """Pons error of each checkpoint of a run, against the minutes it had trained."""
     stats = [json.loads(ln) for ln in (run_dir / "stats.jsonl").read_text().splitlines()]
@@ -150,6 +177,7 @@ def main() -> int:
     ap.add_argument("--train-minutes", type=float, default=0, help="also train Connect Four this long, then grade")
     ap.add_argument("--from-run", default="", help="grade this run's checkpoints instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
+    ap.add_argument("--scaling-seconds", type=float, default=60, help="per case of the 1-vs-2-rank run; 0 skips")
     ap.add_argument("--quick", action="store_true", help="tiny budgets (tests)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -172,6 +200,10 @@ def main() -> int:
     for r in report["learner"]:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
+
+    if args.scaling_seconds:
+        report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
+                                         10 if args.quick else args.scaling_seconds, [])
 
     run_dir = Path(args.from_run) if args.from_run else None
     if args.train_minutes and not run_dir:
@@ -196,6 +228,8 @@ def main() -> int:
                                             "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",
                                            "samples_per_s_fp32"]))
+    if "scaling" in report:
+        print("\n" + table(report["scaling"], ["ranks", "positions_per_s", "learner_steps", "speedup_vs_1_rank"]))
     print(f"\nwrote {out}")
     return 0
 

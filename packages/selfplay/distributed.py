@@ -34,6 +34,18 @@ class DistInfo:
         return self.world_size > 1
 
 
+class LostRankError(RuntimeError):
+    """Another rank stopped answering: the run ends (rank 0 checkpoints) instead of hanging."""
+
+
+def is_collective_failure(error: BaseException) -> bool:
+    """Errors raised when a peer died or the network between ranks broke (gloo, nccl, store timeouts)."""
+    if isinstance(error, dist.DistError):
+        return True
+    text = str(error).lower()
+    return any(word in text for word in ("gloo", "nccl", "connection", "timed out", "timeout", "peer"))
+
+
 def choose_backend(requested: str) -> str:
     if requested == "nccl":
         if not cuda_usable():

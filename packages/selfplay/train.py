@@ -22,7 +22,8 @@ import torch
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
 from .config import Config, dump
-from .distributed import DistInfo, agree, broadcast_int, broadcast_state, close, init_distributed
+from .distributed import (DistInfo, LostRankError, agree, broadcast_int, broadcast_state, close,
+                          init_distributed, is_collective_failure)
 from .games import make_game
 from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
 from .learner import Learner
@@ -188,11 +189,23 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                 last_ckpt = now
         if stop:
             runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
+    except RuntimeError as error:
+        if not (info.enabled and is_collective_failure(error)):
+            raise
+        # the state is consistent at `step` (a failed all-reduce never reaches the optimizer): keep it
+        pool.stop()
+        save(final=True)
+        raise LostRankError(f"rank {info.rank} lost contact with another rank at step {step} "
+                            f"({str(error).splitlines()[0][:160]}): the run stopped with a checkpoint; "
+                            f"start every node again to resume") from None
+    else:
         pool.stop()
         save(final=True)
         # every rank prints this: identical lines across ranks prove DDP kept them in step
         checksum = sum(float(p.double().sum()) for p in learner.model.parameters())
-        print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}", flush=True)
+        played = pool.totals()["moves"]
+        print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
+              f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
         return step
     finally:
         pool.stop()

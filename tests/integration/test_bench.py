@@ -25,5 +25,6 @@ def test_quick_bench_writes_throughput_json():
         assert sp["simulations_per_s"] > 0 and 0 <= sp["outside_forward_share"] <= 1
         assert sp["mean_batch"] > 1  # leaves of many games share one forward pass
         assert report["learner"][0]["samples_per_s_auto"] > 0
+        assert [r["ranks"] for r in report["scaling"]] == [1, 2] and report["scaling"][1]["positions_per_s"] > 0
     finally:
         path.unlink()
