@@ -12,6 +12,11 @@ fake.endpoint``, anonymous credentials):
     instances.list                    GET .../zones/{z}/instances
     instances / disks / addresses     GET /compute/v1/projects/{p}/aggregated/{kind}
       .aggregatedList                     (with the `labels.KEY = "VALUE"` filter)
+    instances.get                     GET .../zones/{z}/instances/{name}
+    instances.setMetadata             POST .../instances/{name}/setMetadata (412 on a stale fingerprint)
+    instances.start                   POST .../instances/{name}/start
+    instances.getSerialPortOutput     GET .../instances/{name}/serialPort?port=N&start=OFFSET
+    instances.getGuestAttributes      GET .../instances/{name}/getGuestAttributes?queryPath=NS/
 
 State is plain dicts a test edits before (or while) the code under test runs.
 Errors follow Google's JSON error shape, with an ErrorInfo detail so that
@@ -24,10 +29,12 @@ new routes in ``_routes`` and new state on ``FakeCompute``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 API = "/compute/v1"
@@ -48,6 +55,8 @@ class FakeCompute:
     # path regex -> (http status, google error reason, message): answered before any route
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)  # "GET /path?query", in order
+    started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
+    operations: int = 0
 
     # ---- ready-made worlds ----
     @classmethod
@@ -91,9 +100,17 @@ class FakeCompute:
 
     # ---- resources ----
     def add_instance(self, name: str, zone: str, labels: dict[str, str], status: str = "RUNNING",
-                     machine_type: str = "c4-highcpu-16") -> None:
-        self.instances.append({"name": name, "zone": zone, "labels": labels, "status": status,
-                               "machineType": machine_type})
+                     machine_type: str = "c4-highcpu-16", network_ip: str = "10.128.0.2") -> dict:
+        """The instance record; tests share it with a FakeMetadata (metadata, guest attributes) and may
+        set "serialPortFile" to a file whose bytes are serial port 2's output."""
+        instance = {"name": name, "zone": zone, "labels": labels, "status": status, "machineType": machine_type,
+                    "networkInterfaces": [{"networkIP": network_ip}],
+                    "metadata": {"fingerprint": "fp-0", "items": []}, "guestAttributes": {}}
+        self.instances.append(instance)
+        return instance
+
+    def instance(self, name: str) -> dict:
+        return next(i for i in self.instances if i["name"] == name)
 
     def add_disk(self, name: str, zone: str, labels: dict[str, str], size_gb: int = 50) -> None:
         self.disks.append({"name": name, "zone": zone, "labels": labels, "sizeGb": str(size_gb)})
@@ -114,21 +131,30 @@ class FakeCompute:
             (z + r"/acceleratorTypes/(?P<name>[^/]+)$", self._accelerator_type),
             (z + r"/acceleratorTypes$", self._accelerator_type_list),
             (z + r"/instances$", self._instance_list),
+            (z + r"/instances/(?P<name>[^/]+)$", self._instance_get),
+            (z + r"/instances/(?P<name>[^/]+)/serialPort$", self._serial_port),
+            (z + r"/instances/(?P<name>[^/]+)/getGuestAttributes$", self._guest_attributes),
             (p + r"/aggregated/(?P<kind>instances|disks|addresses)$", self._aggregated),
         ]
 
-    def handle(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict]:
+    def _post_routes(self):
+        i = r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"
+        return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start)]
+
+    def handle(self, path: str, query: dict[str, list[str]], body: dict | None = None) -> tuple[int, dict]:
         for pattern, (status, reason, message) in self.errors.items():
             if re.search(pattern, path):
                 return status, _error(status, reason, message)
         if not path.startswith(API):
             return 404, _error(404, "notFound", f"unknown path {path}")
-        for pattern, route in self._routes():
+        for pattern, route in self._routes() if body is None else self._post_routes():
             match = re.match(pattern, path[len(API):])
             if match:
                 args = match.groupdict()
                 if args.pop("project") != self.project:
                     return 404, _error(404, "notFound", f"The resource 'projects/{self.project}' was not found")
+                if body is not None:
+                    args["body"] = body
                 return route(query=query, **args)
         return 404, _error(404, "notFound", f"no route for {path}")
 
@@ -181,6 +207,75 @@ class FakeCompute:
         items = [self._resource_json(i) for i in self.instances if i["zone"] == zone]
         items = _filtered(items, query)
         return 200, {"kind": "compute#instanceList", "items": items}
+
+    def _find(self, zone, name):
+        found = [i for i in self.instances if i["name"] == name and i["zone"] == zone]
+        if not found:
+            return None, (404, _error(404, "notFound",
+                                      f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
+                                      "was not found"))
+        return found[0], None
+
+    def _instance_get(self, query, zone, name):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        out = self._resource_json({k: v for k, v in instance.items() if k not in ("guestAttributes",
+                                                                                   "serialPortFile")})
+        out["kind"] = "compute#instance"
+        return 200, out
+
+    def _operation(self, zone, name, kind):
+        self.operations += 1
+        return 200, {"kind": "compute#operation", "name": f"operation-{self.operations}", "status": "DONE",
+                     "operationType": kind, "progress": 100, "zone": self._link(f"zones/{zone}"),
+                     "targetLink": self._link(f"zones/{zone}/instances/{name}")}
+
+    def _set_metadata(self, query, zone, name, body):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        current = instance.setdefault("metadata", {"fingerprint": "fp-0", "items": []})
+        if body.get("fingerprint") != current["fingerprint"]:
+            return 412, _error(412, "conditionNotMet",
+                               "Supplied fingerprint does not match current metadata fingerprint.")
+        number = int(current["fingerprint"].rsplit("-", 1)[-1]) + 1
+        current["items"] = list(body.get("items", []))
+        current["fingerprint"] = f"fp-{number}"
+        return self._operation(zone, name, "setMetadata")
+
+    def _start(self, query, zone, name, body):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        instance["status"] = "RUNNING"
+        self.started.append(name)
+        return self._operation(zone, name, "start")
+
+    def _serial_port(self, query, zone, name):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        path = instance.get("serialPortFile")
+        data = Path(path).read_bytes() if path and os.path.exists(path) else b""
+        start = int(query.get("start", ["0"])[0])
+        chunk = data[start:start + 1_000_000]  # GCE returns at most 1 MB per call
+        return 200, {"kind": "compute#serialPortOutput", "contents": chunk.decode("utf-8", "replace"),
+                     "start": str(start), "next": str(start + len(chunk))}
+
+    def _guest_attributes(self, query, zone, name):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        prefix = query.get("queryPath", [""])[0]
+        items = []
+        for path, value in sorted(instance.get("guestAttributes", {}).items()):
+            if path.startswith(prefix):
+                namespace, _, key = path.partition("/")
+                items.append({"namespace": namespace, "key": key, "value": value})
+        if not items:  # what GCE answers for a namespace nothing was written to
+            return 404, _error(404, "notFound", f"The resource 'guestAttributes/{prefix}' was not found")
+        return 200, {"kind": "compute#guestAttributes", "queryPath": prefix, "queryValue": {"items": items}}
 
     def _aggregated(self, query, kind):
         resources = {"instances": self.instances, "disks": self.disks, "addresses": self.addresses}[kind]
@@ -243,11 +338,15 @@ def service_disabled(project: str) -> tuple[int, str, str]:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeCompute
 
-    def do_GET(self) -> None:
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.do_GET(json.loads(self.rfile.read(length) or b"{}"), "POST")
+
+    def do_GET(self, request_body: dict | None = None, method: str = "GET") -> None:
         url = urlsplit(self.path)
-        self.fake.requests.append(f"GET {self.path}")
+        self.fake.requests.append(f"{method} {self.path}")
         try:
-            status, body = self.fake.handle(url.path, parse_qs(url.query))
+            status, body = self.fake.handle(url.path, parse_qs(url.query), request_body)
         except Exception as exc:  # noqa: BLE001 (a bug in the fake: make it loud in the test, not a hang)
             status, body = 500, _error(500, "internalError", f"fake compute: {exc!r}")
         payload = json.dumps(body).encode()

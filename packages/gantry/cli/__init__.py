@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from gantry.cli import apply, cost, destroy, preflight
+from gantry.cli import apply, cost, destroy, fetch, logs, preflight, run, status, stop
 from gantry.config import DEFAULT_INFRA_DIR
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 VERBS = [preflight, cost, apply, destroy]  # the order of `gantry --help` and of the workflow
+VERBS[3:3] = [run, status, logs, stop, fetch]  # after apply, before destroy
 
 DESCRIPTION = """\
 Take the self-play trainer to Google Cloud and back. Settings live in

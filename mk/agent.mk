@@ -1,0 +1,24 @@
+# Runs on the VMs (packages/gantry/runs.py, the node agent packages/gantry/agent.py): no SSH needed.
+#   make run-gcp ARGS="--config connect4"          # start a run on every node, then follow it (Ctrl-C detaches)
+#   make run-gcp ARGS="--resume run-20260601-120000"
+#   make status | make logs ARGS=--follow | make stop ARGS=-y | make fetch RUN=run-20260601-120000
+
+RUN ?=
+
+.PHONY: run-gcp status logs stop fetch
+
+run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
+	$(PY) -m gantry run $(ARGS)
+
+status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat age and the latest Pons error rates
+	$(PY) -m gantry status $(ARGS)
+
+logs: $(VENV)/.installed-dev ## the master's trainer output from its serial port (ARGS=--follow keeps reading)
+	$(PY) -m gantry logs $(ARGS)
+
+stop: $(VENV)/.installed-dev ## stop the run gracefully on every node: final checkpoint to the bucket (asks; ARGS=-y)
+	$(PY) -m gantry stop $(ARGS)
+
+fetch: $(VENV)/.installed-dev ## copy a run's checkpoints and stats from the bucket into runs/RUN (make fetch RUN=...)
+	@test -n "$(RUN)" || { echo "gantry: error: no run given. Use make fetch RUN=<run id> (make status shows it)." >&2; exit 2; }
+	$(PY) -m gantry fetch $(RUN) $(ARGS)

@@ -1,0 +1,447 @@
+"""The Gantry node agent: runs the trainer container that the launcher describes in instance metadata.
+
+Stdlib only: it runs on the VM's system Python, shipped through metadata key `gantry-agent` and
+started by systemd (gantry-agent.service, see infra/modules/startup_script). No SSH, no public IP:
+
+    launcher --setMetadata gantry-run--> metadata server <--wait_for_change-- agent --docker run--> trainer
+    launcher <--getGuestAttributes-- gantry/agent <--PUT (a few a minute)-- agent
+    launcher <--getSerialPortOutput (port 2)-- /dev/ttyS1 <-- trainer output, agent events
+
+The run spec (JSON in attribute gantry-run): run_id, image (a digest), args (trainer flags), node_rank,
+nnodes, master_addr, master_port, nproc_per_node (null: the image decides), gpu, action (start | stop),
+launched_at (a launch's identity: the same run resumed is a new launch).
+
+The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
+trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
+trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
+after GANTRY_IDLE_SHUTDOWN_MINUTES without a run. Everything it talks to can be swapped for tests:
+GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+STEP_LINE = re.compile(r"\bstep (\d+) \|")  # the trainer's progress line: "step 680 | games 2.1k | ..."
+CONTAINER_PREFIX = "gantry-run-"
+
+
+class Settings:
+    """Everything from the environment (/etc/gantry/agent.env on a VM), read once."""
+
+    def __init__(self, environ=os.environ):
+        get = lambda name, default: environ.get(name) or default
+        self.metadata_url = get("GANTRY_METADATA_URL", "http://metadata.google.internal/computeMetadata/v1")
+        self.run_key = get("GANTRY_RUN_METADATA_KEY", "gantry-run")
+        self.namespace = get("GANTRY_GUEST_ATTRIBUTES_NAMESPACE", "gantry")
+        self.registry_host = get("GANTRY_REGISTRY_HOST", "")
+        self.use_gpu = get("GANTRY_USE_GPU", "false").lower() == "true"
+        self.idle_minutes = float(get("GANTRY_IDLE_SHUTDOWN_MINUTES", "0"))  # 0 = never power off
+        self.log_file = get("GANTRY_AGENT_LOG_FILE", "")
+        self.docker = shlex.split(get("GANTRY_AGENT_DOCKER", "docker"))
+        self.poweroff = shlex.split(get("GANTRY_AGENT_POWEROFF", "systemctl poweroff"))
+        self.serial = get("GANTRY_AGENT_SERIAL", "/dev/ttyS1")  # serial port 2: getSerialPortOutput(port=2)
+        self.state_dir = get("GANTRY_AGENT_STATE_DIR", "/var/lib/gantry")
+        self.runs_dir = get("GANTRY_AGENT_RUNS_DIR", os.path.join(self.state_dir, "runs"))
+        self.shm_size = get("GANTRY_AGENT_SHM_SIZE", "4g")  # actors share weights through /dev/shm
+        # How long one wait_for_change request hangs: also how soon a crashed trainer is noticed.
+        self.watch_seconds = float(get("GANTRY_AGENT_WATCH_SECONDS", "30"))
+        self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", "25"))  # Spot gives ~30 s
+        self.restart_seconds = float(get("GANTRY_AGENT_RESTART_SECONDS", "10"))  # first crash-restart delay
+        self.heartbeat_seconds = float(get("GANTRY_AGENT_HEARTBEAT_SECONDS", "60"))
+        # Guest attributes are rate limited by GCE: a token bucket keeps writes to a few a minute.
+        self.reports_per_minute = float(get("GANTRY_AGENT_REPORTS_PER_MINUTE", "4"))
+        self.report_burst = int(get("GANTRY_AGENT_REPORT_BURST", "2"))
+
+
+class TokenBucket:
+    """At most ``burst`` writes at once and ``per_minute`` on average."""
+
+    def __init__(self, per_minute: float, burst: int, clock=time.monotonic):
+        self.rate, self.capacity, self.clock = per_minute / 60.0, float(burst), clock
+        self.tokens, self.updated = float(burst), clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class MetadataError(Exception):
+    pass
+
+
+class Metadata:
+    """The GCE metadata server (or a fake at GANTRY_METADATA_URL)."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+    def _request(self, path, method="GET", data=None, timeout=10.0):
+        request = urllib.request.Request(f"{self.url}/{path}", data=data, method=method,
+                                         headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.read().decode(), response.headers.get("ETag", "")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise MetadataError(f"{method} {path}: {exc}") from exc
+
+    def wait_attributes(self, etag: str, timeout_s: float):
+        """All instance attributes, once they differ from ``etag`` or ``timeout_s`` has passed.
+
+        The directory is watched rather than the run key: waiting on a key that does not exist
+        yet answers 404 at once, which would turn the wait into a busy loop.
+        """
+        # Without an ETag, wait_for_change waits for the next change: the first read must not wait.
+        query = "?recursive=true"
+        if etag:
+            query += f"&wait_for_change=true&timeout_sec={max(1, int(timeout_s))}&last_etag={etag}"
+        body, new_etag = self._request(f"instance/attributes/{query}", timeout=timeout_s + 10)
+        return json.loads(body or "{}"), new_etag
+
+    def token(self) -> str:
+        body, _ = self._request("instance/service-accounts/default/token")
+        return json.loads(body)["access_token"]
+
+    def put_guest_attribute(self, namespace: str, key: str, value: str) -> None:
+        self._request(f"instance/guest-attributes/{namespace}/{key}", method="PUT", data=value.encode())
+
+
+class Agent:
+    def __init__(self, settings: Settings):
+        self.s = settings
+        self.metadata = Metadata(settings.metadata_url)
+        self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
+        self.etag = ""
+        self.spec = None
+        self.state, self.detail = "idle", ""
+        self.step, self.progress = None, ""
+        self.container = None  # name of the container this agent started or adopted
+        self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
+        self.launch, self.crashes, self.next_start = "", 0, 0.0
+        self.idle_since = time.monotonic()
+        self.powered_off = False
+        self.published, self.published_at = None, 0.0
+        self.follower = None
+        self.lock = threading.Lock()
+        self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
+
+    # ---- output ----
+    def log(self, message: str) -> None:
+        line = f"gantry-agent: {message}"
+        print(line, flush=True)
+        for path in (self.s.log_file, self.s.serial):
+            self._append(path, line)
+
+    def _append(self, path: str, line: str) -> None:
+        if not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8", errors="replace") as out:
+                out.write(line + "\n")
+        except OSError:
+            pass  # a missing serial port must not stop the run
+
+    # ---- the main loop ----
+    def run_forever(self) -> None:
+        self.log(f"watching metadata key {self.s.run_key} at {self.s.metadata_url}")
+        failures = 0
+        while True:
+            started = time.monotonic()
+            previous = self.etag
+            try:
+                attributes, self.etag = self.metadata.wait_attributes(self.etag, self.s.watch_seconds)
+                failures = 0
+                self.spec = parse_spec(attributes.get(self.s.run_key), self.log)
+            except MetadataError as exc:
+                failures += 1
+                delay = min(60.0, 2.0 ** failures) * random.uniform(0.8, 1.2)
+                self.log(f"metadata server: {exc}; retrying in {delay:.0f} s")
+                self.reconcile()
+                time.sleep(delay)
+                continue
+            self.reconcile()
+            self.publish()
+            self.check_idle()
+            # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
+            if self.etag == previous and time.monotonic() - started < 1.0:
+                time.sleep(1.0)
+
+    def reconcile(self) -> None:
+        spec = self.spec
+        if spec is None or spec["action"] == "stop":
+            name = CONTAINER_PREFIX + spec["run_id"] if spec else self.container
+            if name and self.container_status(name)[0] == "running":
+                self.stop_container(name, "the run spec says stop" if spec else "no run spec")
+            if spec is not None:
+                self.set_state("stopped", f"run {spec['run_id']} stopped")
+            elif self.state not in ("idle", "powering-off"):
+                self.set_state("idle", "")
+            return
+        name = CONTAINER_PREFIX + spec["run_id"]
+        if self.container and self.container != name and self.container_status(self.container)[0] == "running":
+            self.stop_container(self.container, f"a new run {spec['run_id']} replaces it")
+        self.container = name
+        if launch_id(spec) != self.launch:
+            self.launch, self.crashes, self.next_start = launch_id(spec), 0, 0.0
+        if launch_id(spec) in self.load_finished():
+            self.set_state("finished", f"run {spec['run_id']} finished")
+            return
+        status, code = self.container_status(name)
+        if status == "running":
+            self.seen_running.add(name)
+            self.ensure_follower(name)
+            self.set_state("running", "")
+            return
+        if status == "exited" and name in self.seen_running:
+            self.seen_running.discard(name)
+            if code == 0:
+                self.log(f"run {spec['run_id']} finished (trainer exited 0)")
+                self.save_finished(launch_id(spec))
+                self.set_state("finished", f"run {spec['run_id']} finished")
+                return
+            self.crashes += 1
+            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
+            self.next_start = time.monotonic() + delay
+            self.log(f"trainer exited with code {code}; restart {self.crashes} in {delay:.0f} s")
+            self.set_state("restarting", f"trainer exited with code {code}")
+        if time.monotonic() < self.next_start:
+            return
+        # Not running: never started, crashed, or left over from before a reboot or preemption.
+        self.start_container(spec, name)
+
+    # ---- the container ----
+    def docker(self, *args, input_text=None, timeout=120):
+        return subprocess.run([*self.s.docker, *args], input=input_text, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def container_status(self, name: str):
+        result = self.docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
+        if result.returncode != 0:
+            return "missing", None
+        status, _, code = result.stdout.strip().partition(" ")
+        return status, int(code or 0)
+
+    def start_container(self, spec: dict, name: str) -> None:
+        self.set_state("pulling", spec["image"])
+        self.publish()
+        try:
+            self.login()
+            self.run_docker_checked("pull", spec["image"], timeout=1800)
+            self.docker("rm", "-f", name, timeout=60)
+            os.makedirs(self.s.runs_dir, exist_ok=True)
+            self.run_docker_checked(*docker_run_args(spec, name, self.s), timeout=300)
+        except (RuntimeError, MetadataError, subprocess.TimeoutExpired) as exc:
+            self.crashes += 1
+            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
+            self.next_start = time.monotonic() + delay
+            self.log(f"could not start run {spec['run_id']}: {exc}; retrying in {delay:.0f} s")
+            self.set_state("error", str(exc)[:200])
+            return
+        self.log(f"started run {spec['run_id']} as node {spec['node_rank']}/{spec['nnodes']} ({spec['image']})")
+        self.seen_running.add(name)
+        self.step, self.progress = None, ""
+        self.ensure_follower(name, fresh=True)
+        self.set_state("running", "")
+
+    def run_docker_checked(self, *args, timeout=120):
+        result = self.docker(*args, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+
+    def login(self) -> None:
+        """The VM's service-account token, fresh for each pull (it lasts about an hour)."""
+        if not self.s.registry_host:
+            return
+        token = self.metadata.token()
+        result = self.docker("login", "-u", "oauth2accesstoken", "--password-stdin",
+                             f"https://{self.s.registry_host}", input_text=token, timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker login to {self.s.registry_host} refused the node's token "
+                               "(the node service account needs roles/artifactregistry.reader)")
+
+    def stop_container(self, name: str, why: str) -> None:
+        self.log(f"stopping {name} ({why}); the trainer checkpoints on SIGTERM")
+        self.set_state("stopping", why)
+        self.publish()
+        self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
+        self.docker("stop", "-t", str(self.s.stop_grace_seconds), name, timeout=self.s.stop_grace_seconds + 60)
+        if self.follower:
+            self.follower.join(timeout=10)
+
+    def ensure_follower(self, name: str, fresh: bool = False) -> None:
+        if self.follower and self.follower.is_alive() and not fresh:
+            return
+        self.follower = threading.Thread(target=self.follow_output, args=(name,), daemon=True)
+        self.follower.start()
+
+    def follow_output(self, name: str) -> None:
+        """Copy the container's output to the serial port and pick the step out of progress lines."""
+        process = subprocess.Popen([*self.s.docker, "logs", "-f", name], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, errors="replace")
+        with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
+                else open(os.devnull, "w") as serial:
+            for line in process.stdout:
+                line = line.rstrip("\n")
+                serial.write(line + "\n")
+                serial.flush()
+                match = STEP_LINE.search(line)
+                if match:
+                    with self.lock:
+                        self.step, self.progress = int(match.group(1)), line[-200:]
+        process.wait()
+
+    # ---- state, reports, idling ----
+    def set_state(self, state: str, detail: str) -> None:
+        if (state, detail) != (self.state, self.detail):
+            self.log(f"state {state}" + (f": {detail}" if detail else ""))
+        self.state, self.detail = state, detail
+        if state in ("running", "pulling", "restarting", "stopping"):
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = time.monotonic()
+
+    def report(self) -> dict:
+        spec = self.spec or {}
+        with self.lock:
+            return {"state": self.state, "run": spec.get("run_id", ""), "node_rank": spec.get("node_rank"),
+                    "step": self.step, "progress": self.progress, "detail": self.detail}
+
+    def publish(self) -> None:
+        report = self.report()
+        due = time.monotonic() - self.published_at >= self.s.heartbeat_seconds
+        if report == self.published and not due:
+            return
+        if not self.reports.take():
+            return  # the next loop tries again: the newest report wins, none queue up
+        try:
+            self.metadata.put_guest_attribute(self.s.namespace, "agent",
+                                              json.dumps({**report, "heartbeat": int(time.time())}))
+            self.published, self.published_at = report, time.monotonic()
+        except MetadataError as exc:
+            self.log(f"could not write guest attribute {self.s.namespace}/agent: {exc}")
+
+    def check_idle(self) -> None:
+        if self.s.idle_minutes <= 0 or self.idle_since is None or self.powered_off:
+            return
+        idle_for = time.monotonic() - self.idle_since
+        if idle_for < self.s.idle_minutes * 60:
+            return
+        self.set_state("powering-off", f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)")
+        self.published_at = 0.0
+        self.publish()
+        self.log(f"powering off: {' '.join(self.s.poweroff)}")
+        self.powered_off = subprocess.run(self.s.poweroff, check=False).returncode == 0
+        if not self.powered_off:
+            self.idle_since = time.monotonic()  # try again after another idle period
+
+    def shutdown(self) -> None:
+        """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
+        if self.container and self.container_status(self.container)[0] == "running":
+            self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
+        self.log("agent stopped")
+
+    def load_finished(self) -> set:
+        try:
+            with open(self.finished_file, encoding="utf-8") as f:
+                return set(json.load(f))
+        except (OSError, ValueError):
+            return set()
+
+    def save_finished(self, launch: str) -> None:
+        finished = sorted(self.load_finished() | {launch})[-100:]
+        try:
+            os.makedirs(self.s.state_dir, exist_ok=True)
+            with open(self.finished_file + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(finished, f)
+            os.replace(self.finished_file + ".tmp", self.finished_file)
+        except OSError as exc:
+            self.log(f"could not record the finished run in {self.finished_file}: {exc}")
+
+
+REQUIRED = ("run_id", "image", "node_rank", "nnodes", "master_addr", "action")
+
+
+def parse_spec(raw, log):
+    """The run spec from the attribute's text; None when absent or unusable (logged)."""
+    if not raw:
+        return None
+    try:
+        spec = json.loads(raw)
+        missing = [key for key in REQUIRED if key not in spec]
+        if missing or spec["action"] not in ("start", "stop"):
+            raise ValueError(f"missing {missing}" if missing else f"action {spec['action']!r}")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", spec["run_id"]):
+            raise ValueError(f"run_id {spec['run_id']!r} (lowercase letters, digits, . _ -)")
+    except (ValueError, TypeError) as exc:
+        log(f"ignoring an unusable run spec: {exc}")
+        return None
+    spec.setdefault("args", [])
+    spec.setdefault("master_port", 29500)
+    spec.setdefault("launched_at", "")
+    return spec
+
+
+def launch_id(spec: dict) -> str:
+    return f"{spec['run_id']}@{spec['launched_at']}"
+
+
+def docker_run_args(spec: dict, name: str, s: Settings) -> list[str]:
+    env = {"NNODES": spec["nnodes"], "NODE_RANK": spec["node_rank"], "MASTER_ADDR": spec["master_addr"],
+           "MASTER_PORT": spec["master_port"], "GANTRY_RUN_ID": spec["run_id"],
+           "GANTRY_STAGING": "/runs/staging"}  # the bucket mirror's local copy survives container restarts
+    if spec.get("nproc_per_node"):
+        env["NPROC_PER_NODE"] = spec["nproc_per_node"]
+    args = ["run", "-d", "--name", name, "--network", "host", "--shm-size", s.shm_size,
+            "--label", f"gantry-run={spec['run_id']}", "-v", f"{s.runs_dir}:/runs"]
+    if spec.get("gpu", s.use_gpu):
+        args += ["--gpus", "all"]
+    for key, value in env.items():
+        args += ["-e", f"{key}={value}"]
+    return [*args, spec["image"], *[str(a) for a in spec["args"]]]
+
+
+def _writable(path: str) -> bool:
+    try:
+        with open(path, "a"):
+            return True
+    except OSError:
+        return False
+
+
+class _Stopping(Exception):
+    pass
+
+
+def main() -> int:
+    agent = Agent(Settings())
+
+    def on_signal(signum, _frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one graceful stop, not two
+        raise _Stopping()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        agent.run_forever()
+    except (_Stopping, KeyboardInterrupt):
+        agent.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""gantry fetch (make fetch RUN=...): a run's checkpoints and stats from the bucket into runs/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gantry import runs
+from gantry.status import ExitStatus
+
+NAME = "fetch"
+HELP = "copy a run's checkpoints and stats.jsonl from the bucket to runs/RUN_ID"
+DESCRIPTION = """\
+Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, and stats.jsonl) into
+runs/RUN_ID, where `python -m selfplay eval --checkpoint runs/RUN_ID` and local training
+(`--run.dir=runs/RUN_ID` resumes it) find them. Egress from the bucket bills per GB.
+
+examples:
+  gantry fetch run-20260601-120000
+  make fetch RUN=run-20260601-120000
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run_id", metavar="RUN", help="the run id `make run-gcp` printed")
+    parser.add_argument("--dest", type=Path, default=Path("runs"), help="parent folder (default: %(default)s)")
+
+
+def run(args, env) -> ExitStatus:
+    cluster, _ = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    source = cluster.run_url(args.run_id, env.environ)
+    target = args.dest / args.run_id
+    copied = runs.fetch(source, str(target))
+    for name, size in copied:
+        env.say(f"  {name:<28} {size / 1e6:8.1f} MB")
+    env.say(f"Copied {len(copied)} file(s) from {source} to {target}/.")
+    return ExitStatus.OK

@@ -1,0 +1,48 @@
+"""Following a run from the laptop: node states from guest attributes, the master's output from its
+serial port. Shared by `gantry run` and `gantry logs --follow`; Ctrl-C detaches, the run goes on."""
+
+from __future__ import annotations
+
+import time
+
+from gantry import runs
+from gantry.status import ExitStatus
+
+DONE_STATES = ("finished", "stopped")
+REATTACH = ("Detached: the run keeps going on the nodes. Re-attach with `make status` or "
+            "`make logs ARGS=--follow`; stop it with `make stop`.")
+
+
+def end_of_output(compute, cluster, node) -> int:
+    """The serial port's current end, so that following shows what comes next."""
+    offset = 0
+    while True:
+        text, after = runs.serial_output(compute, cluster, node, offset)
+        if not text or after == offset:
+            return after
+        offset = after
+
+
+def follow(compute, cluster, run_id: str, env, interval: float) -> ExitStatus:
+    offset = end_of_output(compute, cluster, cluster.master)
+    seen: dict[int, tuple] = {}
+    try:
+        while True:
+            statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+            for status in statuses:
+                key = (status.state, status.report.get("run"), status.report.get("detail"))
+                if seen.get(status.node.rank) != key:
+                    seen[status.node.rank] = key
+                    detail = f" ({status.report['detail']})" if status.report.get("detail") else ""
+                    env.say(f"[node {status.node.rank} {status.node.name}] {status.state}{detail}")
+            text, offset = runs.serial_output(compute, cluster, cluster.master, offset)
+            for line in text.splitlines():
+                env.say(f"[node 0] {line}")
+            if all(s.report.get("run") == run_id and s.report.get("state") in DONE_STATES for s in statuses):
+                states = ", ".join(sorted({s.report["state"] for s in statuses}))
+                env.say(f"Run {run_id} {states} on every node. Copy it here with `make fetch RUN={run_id}`.")
+                return ExitStatus.OK
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        env.say("", REATTACH)
+        return ExitStatus.OK

@@ -1,0 +1,62 @@
+"""gantry run (make run-gcp): write a run spec into every node's metadata, then follow the run."""
+
+from __future__ import annotations
+
+import argparse
+
+from gantry import runs
+from gantry.cli.follow import follow
+from gantry.status import ExitStatus
+
+NAME = "run"
+HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
+DESCRIPTION = """\
+Start the trainer on every node of the deployment: stopped nodes are started first (they bill
+while RUNNING), then each node's instance metadata gets the run spec (run id, image, trainer
+flags, its node rank, the master's address). The node agents pull the image and start the
+containers; torchrun meets at node 0. Checkpoints and stats.jsonl go to gs://BUCKET/runs/RUN_ID.
+
+Then it follows the run (node states, the master's output) until the run ends or you press
+Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
+A run with the same id resumes from its newest checkpoint in the bucket (--resume).
+
+examples:
+  gantry run                                        # connect4, image gantry-trainer:cpu|cuda in the repository
+  gantry run --config tictactoe -- --run.max_steps=200
+  gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
+  gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
+  make run-gcp ARGS="--detach"
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", default="connect4", help="trainer config (default: %(default)s)")
+    parser.add_argument("--image", default="", help="trainer image; a digest (@sha256:...) pins it "
+                        "(default: REPOSITORY/gantry-trainer:cpu, or :cuda with use_gpu)")
+    parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
+    parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint")
+    parser.add_argument("--master-port", type=int, default=29500, help="rendezvous port on node 0")
+    parser.add_argument("--nproc-per-node", type=int, default=None, help="ranks per node (default: one per GPU, else 1)")
+    parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
+    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- --run.max_steps=100")
+
+
+def run(args, env) -> ExitStatus:
+    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    run_id = args.resume or args.run_id or runs.new_run_id()
+    image = args.image or cluster.default_image()
+    trainer_args = [a for a in args.trainer_args if a != "--"]
+    run_url = cluster.run_url(run_id, env.environ)
+    env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
+            f"image {image}", f"Run directory: {run_url}")
+    runs.ensure_running(compute, cluster, env.say)
+    specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url, config=args.config,
+                              master_port=args.master_port, nproc_per_node=args.nproc_per_node)
+    for node, spec in zip(cluster.nodes, specs):
+        runs.write_spec(compute, cluster, node, spec)
+        env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
+    if args.detach:
+        env.say("Started. Follow it with `make status` or `make logs ARGS=--follow`; stop it with `make stop`.")
+        return ExitStatus.OK
+    return follow(compute, cluster, run_id, env, args.interval)

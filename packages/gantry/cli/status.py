@@ -1,0 +1,57 @@
+"""gantry status (make status): a table of the nodes, what they run, and the latest figures."""
+
+from __future__ import annotations
+
+from gantry import runs
+from gantry.status import ExitStatus
+
+NAME = "status"
+HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates (reads only)"
+DESCRIPTION = """\
+One line per node: the VM's state, the agent's state (idle, pulling, running, restarting,
+stopping, stopped, finished, error, powering-off), the run, its learner step and how long ago the
+node last reported. Then the master's latest progress line and the newest Pons evaluation
+(MCTS weak error rate per test set) from the run's stats.jsonl in the bucket. Reads only: it
+changes nothing and works from any machine with the deployment's infra/ state.
+
+examples:
+  gantry status
+  make status
+"""
+
+
+def add_arguments(parser) -> None:
+    pass
+
+
+def _age(seconds) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}m ago"
+
+
+def run(args, env) -> ExitStatus:
+    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  HEARTBEAT")
+    for s in statuses:
+        step = s.report.get("step")
+        env.say(f"{s.node.rank:<5} {s.node.name:<24} {s.state:<14} {s.report.get('run') or '-':<24} "
+                f"{'-' if step is None else step:>8}  {_age(s.heartbeat_age_s())}")
+    for s in statuses:
+        if s.report.get("detail"):
+            env.say(f"node {s.node.rank}: {s.report['detail']}")
+        elif s.boot.startswith("error"):
+            env.say(f"node {s.node.rank} boot {s.boot}")
+    master = statuses[0].report
+    if master.get("progress"):
+        env.say(f"master: {master['progress']}")
+    if master.get("run"):
+        pons = runs.latest_pons_errors(cluster.run_url(master["run"], env.environ))
+        if pons:
+            step, errors = pons
+            table = "  ".join(f"{name} {value:.1%}" for name, value in sorted(errors.items()))
+            env.say(f"Pons MCTS weak errors at step {step}: {table}")
+        else:
+            env.say("Pons: no evaluation in stats.jsonl yet")
+    return ExitStatus.OK

@@ -1,0 +1,67 @@
+"""gantry stop (make stop): graceful stop of the run on every node, with a final checkpoint."""
+
+from __future__ import annotations
+
+import time
+
+from gantry import runs
+from gantry.errors import GantryError
+from gantry.status import ExitStatus
+
+NAME = "stop"
+HELP = "stop the run on every node after a final checkpoint to the bucket (the VMs keep running)"
+DESCRIPTION = """\
+Set action=stop in every node's run spec. Each agent sends the trainer SIGTERM (`docker stop`
+with a 25 s grace period); the trainer writes a final checkpoint to the bucket and exits.
+`make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
+(and billing) until the agent's idle shutdown powers them off or `make destroy`. Asks first
+unless -y.
+
+examples:
+  gantry stop
+  gantry stop -y --no-wait
+  make stop ARGS=-y
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--no-wait", action="store_true", help="return once the stop is requested")
+    parser.add_argument("--timeout", type=float, default=180, help="seconds to wait for the nodes (default 180)")
+
+
+def run(args, env) -> ExitStatus:
+    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    specs = {node: runs.read_spec(compute, cluster, node) for node in cluster.nodes}
+    active = {node: spec for node, spec in specs.items() if spec and spec.get("action") == "start"}
+    if not active:
+        env.say("No run is started on any node; nothing to stop.")
+        return ExitStatus.OK
+    run_ids = sorted({spec["run_id"] for spec in active.values()})
+    if not args.yes:
+        if not env.stdin.isatty():
+            raise GantryError("stop asks for confirmation and stdin is not a terminal", "Pass -y (make stop ARGS=-y).")
+        if not env.confirm(f"Stop run {', '.join(run_ids)} on {len(active)} node(s) (a final checkpoint is kept)?"):
+            raise GantryError("cancelled; nothing was stopped", "Run `make stop` again and answer y.")
+    for node, spec in active.items():
+        runs.write_spec(compute, cluster, node, {**spec, "action": "stop"})
+        env.say(f"  node {node.rank} {node.name}: stop requested")
+    if args.no_wait:
+        return ExitStatus.OK
+    deadline = time.monotonic() + args.timeout
+    pending = dict(active)
+    while pending and time.monotonic() < deadline:
+        for node in list(pending):
+            status = runs.node_status(compute, cluster, node)
+            if status.vm != "RUNNING" or status.report.get("state") in ("stopped", "finished", "idle"):
+                step = status.report.get("step")
+                env.say(f"  node {node.rank} {node.name}: {status.state}" + (f" at step {step}" if step else ""))
+                del pending[node]
+        if pending:
+            time.sleep(2)
+    if pending:
+        raise GantryError(f"{len(pending)} node(s) did not report stopped within {args.timeout:.0f} s",
+                          "Check `make status` and `make logs`; the stop request stays in place.")
+    env.say(f"Stopped run {', '.join(run_ids)}. Resume with `make run-gcp ARGS=\"--resume {run_ids[0]}\"`; "
+            f"copy it here with `make fetch RUN={run_ids[0]}`.")
+    return ExitStatus.OK

@@ -1,0 +1,247 @@
+"""Runs on the VMs: the launcher's side of the node agent (packages/gantry/agent.py).
+
+A run needs no SSH: the launcher writes a run spec (JSON) into each node's instance metadata key
+``gantry-run`` with instances.setMetadata (guarded by the metadata fingerprint, other keys kept);
+the agent on the node waits on the metadata server for it, runs the trainer container, and reports
+back through the guest attribute ``gantry/agent`` and serial port 2 (the trainer's output). Every
+read here (status, logs) goes through the Compute API, so a laptop that disconnects loses nothing:
+``gantry status`` and ``gantry logs`` pick the run up again.
+
+    cluster = Cluster.from_outputs(Terraform("infra").outputs())
+    specs = launch_specs(cluster, run_id, image, trainer_args)
+    for node, spec in zip(cluster.nodes, specs): write_spec(compute, cluster, node, spec)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gantry.errors import GantryError
+from gantry.gcp import Compute
+
+BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
+SERIAL_PORT = 2  # the agent writes the trainer's output to /dev/ttyS1 = port 2
+STOPPED_STATES = ("TERMINATED", "STOPPED", "SUSPENDED")
+APPLY_FIX = "Run `make apply` first (terraform output has no nodes in infra/)."
+
+
+@dataclass(frozen=True)
+class Node:
+    rank: int
+    name: str
+    zone: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the launcher needs from Terraform's outputs."""
+
+    project: str
+    nodes: tuple[Node, ...]
+    master_address: str
+    repository: str  # REGION-docker.pkg.dev/PROJECT/REPO
+    bucket: str
+    use_gpu: bool
+    run_key: str = "gantry-run"
+    namespace: str = "gantry"
+
+    @classmethod
+    def from_outputs(cls, outputs: Mapping[str, object]) -> Cluster:
+        names = outputs.get("node_names") or []
+        if not names:
+            raise GantryError("no deployment found", APPLY_FIX)
+        zones = outputs.get("node_zones") or [outputs.get("zone")] * len(names)
+        return cls(project=str(outputs["project_id"]),
+                   nodes=tuple(Node(rank, name, zone) for rank, (name, zone) in enumerate(zip(names, zones))),
+                   master_address=str(outputs["master_address"]),
+                   repository=str(outputs.get("image_repository_url", "")), bucket=str(outputs.get("bucket", "")),
+                   use_gpu=bool(outputs.get("use_gpu", False)),
+                   run_key=str(outputs.get("run_metadata_key") or "gantry-run"),
+                   namespace=str(outputs.get("guest_attribute_namespace") or "gantry"))
+
+    @property
+    def master(self) -> Node:
+        return self.nodes[0]
+
+    def bucket_url(self, environ: Mapping[str, str]) -> str:
+        return (environ.get(BUCKET_URL_ENV) or f"gs://{self.bucket}").rstrip("/")
+
+    def run_url(self, run_id: str, environ: Mapping[str, str]) -> str:
+        return f"{self.bucket_url(environ)}/runs/{run_id}"
+
+    def default_image(self) -> str:
+        return f"{self.repository}/gantry-trainer:{'cuda' if self.use_gpu else 'cpu'}"
+
+
+def new_run_id() -> str:
+    return time.strftime("run-%Y%m%d-%H%M%S")
+
+
+def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
+                 config: str = "connect4", master_port: int = 29500, nproc_per_node: int | None = None,
+                 action: str = "start") -> list[dict]:
+    """One spec per node: the same run and trainer flags, each node its rank."""
+    launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
+    trainer_args = ["--config", config, f"--run.dir={run_url}", *args]
+    return [{"run_id": run_id, "image": image, "args": trainer_args, "node_rank": node.rank,
+             "nnodes": len(cluster.nodes), "master_addr": cluster.master_address, "master_port": master_port,
+             "nproc_per_node": nproc_per_node, "gpu": cluster.use_gpu, "action": action,
+             "launched_at": launched_at} for node in cluster.nodes]
+
+
+# ---- instances ----
+def instance(compute: Compute, cluster: Cluster, node: Node):
+    return compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
+
+
+def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None], timeout_s: float = 600,
+                   poll_s: float = 5) -> None:
+    """Start stopped nodes (idle shutdown, Spot preemption, max_run_hours STOP) and wait until RUNNING."""
+    waiting = []
+    for node in cluster.nodes:
+        status = instance(compute, cluster, node).status
+        if status in STOPPED_STATES:
+            say(f"node {node.rank} {node.name} is {status}: starting it")
+            compute.instances.start(project=cluster.project, zone=node.zone, instance=node.name).result()
+            waiting.append(node)
+        elif status != "RUNNING":
+            waiting.append(node)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        waiting = [n for n in waiting if instance(compute, cluster, n).status != "RUNNING"]
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            names = ", ".join(n.name for n in waiting)
+            raise GantryError(f"node(s) {names} did not reach RUNNING in {timeout_s:.0f} s",
+                              "See `gcloud compute instances describe` for the cause (a Spot stock-out?), "
+                              "then `make run-gcp` again.")
+        time.sleep(poll_s)
+
+
+def read_spec(compute: Compute, cluster: Cluster, node: Node) -> dict | None:
+    for item in instance(compute, cluster, node).metadata.items:
+        if item.key == cluster.run_key:
+            return json.loads(item.value)
+    return None
+
+
+def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: dict, attempts: int = 5) -> None:
+    """instances.setMetadata with the current fingerprint, keeping every other key (the agent, the
+    startup script); a concurrent change (412) means read again and retry."""
+    from google.api_core.exceptions import PreconditionFailed
+    from google.cloud import compute_v1
+
+    for attempt in range(attempts):
+        metadata = instance(compute, cluster, node).metadata
+        items = [compute_v1.Items(key=i.key, value=i.value) for i in metadata.items if i.key != cluster.run_key]
+        items.append(compute_v1.Items(key=cluster.run_key, value=json.dumps(spec)))
+        body = compute_v1.Metadata(fingerprint=metadata.fingerprint, items=items)
+        try:
+            compute.instances.set_metadata(project=cluster.project, zone=node.zone, instance=node.name,
+                                           metadata_resource=body).result()
+            return
+        except PreconditionFailed:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+
+
+# ---- what the nodes report ----
+@dataclass
+class NodeStatus:
+    node: Node
+    vm: str  # RUNNING, TERMINATED, ...
+    boot: str  # the startup script's gantry/boot: starting | ready | error: ...
+    report: dict  # the agent's gantry/agent: state, run, step, progress, detail, heartbeat
+
+    @property
+    def state(self) -> str:
+        if self.vm != "RUNNING":
+            return self.vm.lower()
+        return self.report.get("state") or (f"boot {self.boot}" if self.boot else "booting")
+
+    def heartbeat_age_s(self, now: float | None = None) -> float | None:
+        beat = self.report.get("heartbeat")
+        return None if beat is None else max(0.0, (now or time.time()) - float(beat))
+
+
+def node_status(compute: Compute, cluster: Cluster, node: Node) -> NodeStatus:
+    from google.api_core.exceptions import NotFound
+
+    vm = instance(compute, cluster, node).status
+    attributes: dict[str, str] = {}
+    if vm == "RUNNING":
+        try:
+            answer = compute.instances.get_guest_attributes(request={
+                "project": cluster.project, "zone": node.zone, "instance": node.name,
+                "query_path": f"{cluster.namespace}/"})
+            attributes = {item.key: item.value for item in answer.query_value.items}
+        except NotFound:
+            pass  # nothing written yet: the node is still booting
+    try:
+        report = json.loads(attributes.get("agent") or "{}")
+    except ValueError:
+        report = {}
+    return NodeStatus(node, vm, attributes.get("boot", ""), report)
+
+
+def serial_output(compute: Compute, cluster: Cluster, node: Node, start: int = 0) -> tuple[str, int]:
+    """New serial-port-2 output from byte ``start``; returns (text, the next start)."""
+    answer = compute.instances.get_serial_port_output(request={
+        "project": cluster.project, "zone": node.zone, "instance": node.name, "port": SERIAL_PORT, "start": start})
+    return answer.contents, int(answer.next_)
+
+
+def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
+    """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
+    import fsspec
+
+    try:
+        with fsspec.open(f"{run_url}/stats.jsonl", "r") as stats:
+            lines = stats.read().splitlines()
+    except (FileNotFoundError, OSError):
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        errors = {key.split("/")[1]: value for key, value in record.items()
+                  if key.startswith("eval/") and key.endswith("/mcts_weak")}
+        if errors:
+            return int(record.get("step", 0)), errors
+    return None
+
+
+def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
+    """Copy the run's checkpoints and stats from the bucket into ``destination``; (name, bytes) each."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(run_url)
+    if not fs.exists(root):
+        raise GantryError(f"no run at {run_url}", "List the runs with `gsutil ls gs://BUCKET/runs/`, or check "
+                          "the run id `make run-gcp` printed.")
+    os.makedirs(destination, exist_ok=True)
+    copied = []
+    for path in sorted(fs.ls(root, detail=False)):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(".") or fs.isdir(path):
+            continue  # uploads in progress (.NAME.part) and folders
+        target = os.path.join(destination, name)
+        fs.get(path, target + ".part")
+        os.replace(target + ".part", target)
+        copied.append((name, os.path.getsize(target)))
+    return copied
+
+
+def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, Compute]:
+    """The deployment's nodes (terraform output of infra/) and Compute clients."""
+    from gantry.terraform import Terraform
+
+    outputs = Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs()
+    return Cluster.from_outputs(outputs), Compute.connect(environ)

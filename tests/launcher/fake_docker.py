@@ -1,0 +1,217 @@
+"""A stand-in for the docker CLI when no engine runs: containers are local processes.
+
+The node agent calls it exactly as it calls docker (GANTRY_AGENT_DOCKER points here):
+
+    login -u USER --password-stdin URL    records the token it was given
+    pull IMAGE                            records; fails for an image whose name contains "missing"
+    run -d --name N [-e K=V] [-v H:C] ... IMAGE ARGS...
+                                          starts FAKE_DOCKER_ENTRYPOINT ARGS (default: python -m selfplay
+                                          launch ARGS) as a process in its own session, output to a log;
+                                          -e values under a container path of -v are moved to the host path
+    inspect --format F N                  "STATUS EXITCODE" (running | exited), exit 1 if no such container
+    logs -f N                             the output so far, then follows it until the process ends
+    stop -t T N                           SIGTERM, SIGKILL after T seconds
+    rm -f N                               kills and forgets
+
+State lives in FAKE_DOCKER_STATE (a folder): N.json per container, N.log, and calls.jsonl with
+every command line, which tests read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STATE = Path(os.environ.get("FAKE_DOCKER_STATE", "/tmp/fake-docker"))
+
+
+def record(name: str) -> dict | None:
+    path = STATE / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save(name: str, data: dict) -> None:
+    tmp = STATE / f".{name}.json.tmp"
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, STATE / f"{name}.json")
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def status(name: str) -> tuple[str, int]:
+    data = record(name)
+    if data is None:
+        return "missing", 0
+    if data["status"] == "running" and not alive(data.get("supervisor")):
+        return "exited", 137  # killed from outside (a "reboot" in tests)
+    return data["status"], data.get("exit_code", 0)
+
+
+def cmd_run(argv: list[str]) -> int:
+    name, env, volumes, i = "", {}, {}, 0
+    while i < len(argv) and argv[i].startswith("-"):
+        flag = argv[i]
+        if flag == "-d":
+            i += 1
+            continue
+        value = argv[i + 1]
+        if flag == "--name":
+            name = value
+        elif flag == "-e":
+            key, _, val = value.partition("=")
+            env[key] = val
+        elif flag == "-v":
+            host, _, container = value.partition(":")
+            volumes[container] = host
+        i += 2
+    image, args = argv[i], argv[i + 1:]
+    if record(name) and status(name)[0] == "running":
+        print(f"docker: Error response from daemon: Conflict. The container name \"/{name}\" is already in use.",
+              file=sys.stderr)
+        return 125
+    for key, val in env.items():
+        for container, host in volumes.items():
+            if val == container or val.startswith(container + "/"):
+                env[key] = host + val[len(container):]
+    entry = shlex.split(os.environ.get("FAKE_DOCKER_ENTRYPOINT", "")) or [sys.executable, "-m", "selfplay", "launch"]
+    save(name, {"name": name, "image": image, "command": [*entry, *args], "env": env, "status": "running"})
+    supervisor = subprocess.Popen([sys.executable, __file__, "_supervise", name], start_new_session=True,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    data = record(name)
+    data["supervisor"] = supervisor.pid
+    save(name, data)
+    print(f"fake-{name}")
+    return 0
+
+
+def cmd_supervise(name: str) -> int:
+    data = record(name)
+    with open(STATE / f"{name}.log", "a") as log:
+        child = subprocess.Popen(data["command"], env={**os.environ, **data["env"]}, stdout=log,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=STATE)
+        data = record(name)
+        data["pid"] = child.pid
+        data.setdefault("supervisor", os.getpid())
+        save(name, data)
+        code = child.wait()
+    data = record(name)
+    if data is not None:
+        data.update(status="exited", exit_code=code if code >= 0 else 128 - code)
+        save(name, data)
+    return 0
+
+
+def cmd_logs(name: str) -> int:
+    path = STATE / f"{name}.log"
+    deadline = time.monotonic() + 5
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with open(path, errors="replace") as log:
+        while True:
+            line = log.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                continue
+            if status(name)[0] != "running":
+                sys.stdout.write(log.read())
+                return 0
+            time.sleep(0.2)
+
+
+def wait_exited(name: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if status(name)[0] != "running":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def kill_all(name: str) -> None:
+    data = record(name) or {}
+    for pid in (data.get("supervisor"), data.get("pid")):
+        if alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL) if pid == data.get("supervisor") else os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def cmd_stop(seconds: int, name: str) -> int:
+    data = record(name)
+    if data is None:
+        return 1
+    if status(name)[0] == "running":
+        deadline = time.monotonic() + 5
+        while not data.get("pid") and time.monotonic() < deadline:
+            time.sleep(0.1)
+            data = record(name)
+        if data.get("pid"):
+            os.kill(data["pid"], signal.SIGTERM)
+        if not wait_exited(name, seconds):
+            kill_all(name)
+            wait_exited(name, 5)
+    print(name)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    STATE.mkdir(parents=True, exist_ok=True)
+    if argv and argv[0] != "_supervise":
+        with open(STATE / "calls.jsonl", "a") as calls:
+            calls.write(json.dumps(argv) + "\n")
+    verb, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if verb == "login":
+        token = sys.stdin.read()
+        (STATE / "login-token").write_text(token)
+        return 0 if token else 1
+    if verb == "pull":
+        if "missing" in rest[-1]:
+            print(f"Error response from daemon: manifest for {rest[-1]} not found", file=sys.stderr)
+            return 1
+        return 0
+    if verb == "run":
+        return cmd_run(rest)
+    if verb == "_supervise":
+        return cmd_supervise(rest[0])
+    if verb == "inspect":
+        state, code = status(rest[-1])
+        if state == "missing":
+            print(f"Error: No such object: {rest[-1]}", file=sys.stderr)
+            return 1
+        print(f"{state} {code}")
+        return 0
+    if verb == "logs":
+        return cmd_logs(rest[-1])
+    if verb == "stop":
+        return cmd_stop(int(rest[rest.index("-t") + 1]) if "-t" in rest else 10, rest[-1])
+    if verb == "rm":
+        if record(rest[-1]) is not None:
+            kill_all(rest[-1])
+            (STATE / f"{rest[-1]}.json").unlink(missing_ok=True)
+            (STATE / f"{rest[-1]}.log").unlink(missing_ok=True)
+        return 0
+    print(f"fake docker: unsupported command {argv}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+"""A deployment whose `terraform output` says what infra/ would: an outputs-only module applied by the
+real terraform binary, and a FakeCompute holding its nodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+
+def apply_outputs_module(infra: Path, outputs: dict) -> None:
+    """Write infra/main.tf with one output per key and apply it (no provider, local state)."""
+    blocks = []
+    for name, value in outputs.items():
+        blocks.append(f'output "{name}" {{\n  value = jsondecode({json.dumps(json.dumps(value))})\n}}\n')
+    infra.mkdir(parents=True, exist_ok=True)
+    (infra / "main.tf").write_text("\n".join(blocks))
+    for command in (["init", "-input=false", "-no-color"], ["apply", "-auto-approve", "-input=false", "-no-color"]):
+        subprocess.run(["terraform", f"-chdir={infra}", *command], check=True, capture_output=True, text=True,
+                       timeout=120)
+
+
+def cluster_outputs(names: list[str], zone: str = "us-central1-a", master: str = "10.128.0.2",
+                    project: str = "demo-project") -> dict:
+    return {"project_id": project, "node_names": names, "node_zones": [zone] * len(names), "zone": zone,
+            "master_address": master, "image_repository_url": f"us-central1-docker.pkg.dev/{project}/gantry",
+            "bucket": f"{project}-gantry-runs", "use_gpu": False, "run_metadata_key": "gantry-run",
+            "guest_attribute_namespace": "gantry", "registry_host": "us-central1-docker.pkg.dev"}
+
+
+def add_nodes(fake, names: list[str], zone: str = "us-central1-a", statuses: list[str] | None = None) -> list[dict]:
+    """Instances as infra/ creates them: labelled, with the agent and startup script in metadata."""
+    instances = []
+    for i, name in enumerate(names):
+        vm = fake.add_instance(name, zone, {"gantry-deployment": "gantry"},
+                               status=(statuses or ["RUNNING"] * len(names))[i], network_ip=f"10.128.0.{2 + i}")
+        vm["metadata"]["items"] = [{"key": "gantry-agent", "value": "# the agent"},
+                                   {"key": "startup-script", "value": "#!/bin/bash"}]
+        instances.append(vm)
+    return instances
+
+
+def metadata_items(vm: dict) -> dict[str, str]:
+    return {item["key"]: item["value"] for item in vm["metadata"]["items"]}

@@ -1,0 +1,39 @@
+"""A trainer-shaped process for the agent's tests: progress lines, SIGTERM -> "checkpoint" -> exit 0.
+
+    stub_trainer.py [--steps N] [--crash-once-at K --marker PATH]
+
+Prints `step N | games ...` every 0.1 s; exits 0 after N steps (0 = never); with --crash-once-at it
+exits 3 at step K the first time (when PATH does not exist yet), as a crashing trainer would.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=0)
+parser.add_argument("--crash-once-at", type=int, default=0)
+parser.add_argument("--marker", default="")
+args, _ = parser.parse_known_args()
+step = 0
+
+
+def on_term(_signum, _frame):
+    print(f"SIGTERM: checkpoint at step {step}", flush=True)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, on_term)
+print(f"stub trainer: node {os.environ.get('NODE_RANK')} of {os.environ.get('NNODES')}, "
+      f"master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
+while args.steps == 0 or step < args.steps:
+    step += 1
+    print(f"step {step} | games {step * 3} | loss 0.5", flush=True)
+    if args.crash_once_at and step == args.crash_once_at and not os.path.exists(args.marker):
+        open(args.marker, "w").close()
+        print("stub trainer: crashing", flush=True)
+        sys.exit(3)
+    time.sleep(0.1)
+print(f"stub trainer: finished at step {step}", flush=True)
