@@ -108,6 +108,12 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     weights.publish(learner.model, step)
     pool = ActorPool(actors, cfg.to_dict(), weights.name, numel, seed, cfg.actors.restart_limit)
     eval_due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
+    if eval_due:
+        try:
+            evaluate.find_pons_dir(cfg.eval.pons_dir)
+        except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
+            runlog.say(f"warning: {e}; periodic evaluation is off for this run")
+            eval_due = False
     evaluator_pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) if eval_due else None
     pending_eval: Future | None = None
     last_eval: dict | None = None

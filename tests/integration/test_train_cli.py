@@ -144,3 +144,15 @@ def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "at step 40" in second.stdout
     assert (bucket / "ckpt-000000060.pt").is_file()
+
+
+def test_missing_pons_sets_turn_periodic_evaluation_off_with_one_warning(tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "GANTRY_PONS_DIR": str(tmp_path / "no-sets-here")}
+    result = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run}",
+                             "--model.channels=8", "--model.blocks=1", "--actors.games=8", "--search.simulations=4",
+                             "--learner.batch_size=16", "--learner.min_replay=16", "--run.max_steps=3",
+                             "--actors.count=1", "--eval.every_minutes=0.01"],
+                            capture_output=True, text=True, env=env, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("periodic evaluation is off for this run") == 1
