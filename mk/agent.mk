@@ -22,3 +22,6 @@ stop: $(VENV)/.installed-dev ## stop the run gracefully on every node: final che
 fetch: $(VENV)/.installed-dev ## copy a run's checkpoints and stats from the bucket into runs/RUN (make fetch RUN=...)
 	@test -n "$(RUN)" || { echo "gantry: error: no run given. Use make fetch RUN=<run id> (make status shows it)." >&2; exit 2; }
 	$(PY) -m gantry fetch $(RUN) $(ARGS)
+
+push-train: $(VENV)/.installed-dev ## push the built trainer image to the deployment's Artifact Registry repo; run-gcp then pins its digest
+	$(PY) -m gantry.registry $(ARGS)

@@ -74,7 +74,11 @@ class Cluster:
         return f"{self.bucket_url(environ)}/runs/{run_id}"
 
     def default_image(self) -> str:
-        return f"{self.repository}/gantry-trainer:{'cuda' if self.use_gpu else 'cpu'}"
+        """The digest of the last `make push-train` to this repository, else the moving tag."""
+        from gantry.registry import recorded
+
+        return recorded(self.use_gpu, self.repository) or \
+            f"{self.repository}/gantry-trainer:{'cuda' if self.use_gpu else 'cpu'}"
 
 
 def new_run_id() -> str:
