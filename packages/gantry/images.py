@@ -1,0 +1,241 @@
+"""Builds the trainer's Docker image through the Docker Python SDK, with the build's output streamed.
+
+``use_gpu`` picks the Dockerfile: docker/Dockerfile.cuda on GPU deployments, docker/Dockerfile.cpu
+otherwise (the default when infra/terraform.tfvars is absent). The build context is the repository
+root filtered by .dockerignore, plus two things this module adds to it without touching the tree:
+local wheels (docker/wheels/ in the context, tried before any index, so a CPU torch wheel on disk
+builds the CPU image offline) and extra CA certificates (docker/certs/, for TLS-intercepting proxies).
+
+    python -m gantry.images build                 # use_gpu from infra/terraform.tfvars, else CPU
+    python -m gantry.images build --gpu --tag gantry-trainer:cuda
+    python -m gantry.images build --base-image gantry-base:bookworm --wheel-dir /opt/wheels
+
+Pushing to Artifact Registry is the run launcher's job; this module only builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from gantry.errors import GantryError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = {False: "docker/Dockerfile.cpu", True: "docker/Dockerfile.cuda"}
+DEFAULT_TAGS = {False: "gantry-trainer:cpu", True: "gantry-trainer:cuda"}
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")  # Debian/Ubuntu's place for locally added CAs
+NO_ENGINE_FIX = "Start Docker Desktop or `sudo systemctl start docker` (CI: scripts/ci-setup.d/20-docker.sh)"
+
+
+class ImageBuildError(GantryError):
+    """No engine, a bad input, or a failed build step; the message names it and the fix."""
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+
+def use_gpu_from_tfvars(path: Path = REPO_ROOT / "infra" / "terraform.tfvars") -> bool:
+    """The deployment's use_gpu; False when the file or the setting is absent (CPU is the default)."""
+    if not path.is_file():
+        return False
+    from gantry.config import parse_tfvars
+
+    value = parse_tfvars(path.read_text(), str(path)).get("use_gpu", False)
+    if not isinstance(value, bool):
+        raise ImageBuildError(f"use_gpu = {value!r} in {path}", "Set use_gpu = true or use_gpu = false.")
+    return value
+
+
+def default_wheel_dir() -> Path | None:
+    """GANTRY_WHEEL_DIR, else pip's own find-links when it is a local folder (what the host's pip uses)."""
+    configured = os.environ.get("GANTRY_WHEEL_DIR") or os.environ.get("PIP_FIND_LINKS")
+    if not configured:
+        try:
+            configured = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                                        check=False, capture_output=True, text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            configured = ""
+    for candidate in configured.split():
+        path = Path(candidate.removeprefix("file://"))
+        if path.is_dir():
+            return path
+    return None
+
+
+def select_wheels(wheel_dir: Path | None, use_gpu: bool) -> list[Path]:
+    """The wheels to put in the context; torch builds of the other flavour stay out (a +cpu torch in
+    the CUDA image, or a +cu one in the CPU image, would win pip's choice and fail the build)."""
+    if wheel_dir is None:
+        return []
+    if not wheel_dir.is_dir():
+        raise ImageBuildError(f"wheel folder {wheel_dir} not found", "Pass --wheel-dir a folder of *.whl files.")
+    other = "+cpu" if use_gpu else "+cu"
+    return sorted(w for w in wheel_dir.glob("*.whl") if not (w.name.startswith("torch-") and other in w.name))
+
+
+def default_ca_certs() -> list[Path]:
+    """Locally added CA certificates of this host (a proxy's CA lives there), plus GANTRY_CA_CERTS."""
+    found = sorted(HOST_CA_DIR.rglob("*.crt")) if HOST_CA_DIR.is_dir() else []
+    extra = [Path(p) for p in os.environ.get("GANTRY_CA_CERTS", "").split(os.pathsep) if p]
+    return found + extra
+
+
+# ---- the build context -------------------------------------------------------------------------------
+
+def build_context(root: Path, dockerfile: str, wheels: Iterable[Path] = (), ca_certs: Iterable[Path] = ()):
+    """An uncompressed tar of ``root`` minus .dockerignore, with the wheels under docker/wheels/ and the
+    certificates under docker/certs/ (the Dockerfiles' default WHEEL_DIR and CA_CERTS_DIR)."""
+    from docker.utils.build import create_archive, exclude_paths
+
+    ignore = root / ".dockerignore"
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
+    files = sorted(exclude_paths(str(root), patterns, dockerfile=dockerfile))
+    context = tempfile.NamedTemporaryFile(prefix="gantry-context-", suffix=".tar")  # noqa: SIM115 (returned)
+    create_archive(str(root), files=files, fileobj=context)
+    with tarfile.open(fileobj=context, mode="a") as tar:
+        for wheel in wheels:
+            tar.add(wheel, arcname=f"docker/wheels/{wheel.name}")
+        for n, cert in enumerate(ca_certs):
+            if not cert.is_file():
+                raise ImageBuildError(f"CA certificate {cert} not found", "Pass --ca-cert a PEM file.")
+            tar.add(cert, arcname=f"docker/certs/extra-{n}-{cert.stem}.crt")
+    context.seek(0)
+    return context
+
+
+# ---- the engine -------------------------------------------------------------------------------------------
+
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client():
+    """docker.from_env(), or a one-line error saying that no engine answers and how to start one."""
+    try:
+        import docker
+    except ImportError:
+        raise ImageBuildError("the docker Python SDK is not installed",
+                              'Install the launcher: pip install -e ".[cloud]" (make install-dev).') from None
+    try:
+        client = docker.from_env(version="auto", timeout=600)
+        client.ping()
+    except docker.errors.DockerException as e:
+        reason = str(e).split(": ", 1)[-1][:160]
+        raise ImageBuildError(f"no Docker engine at {engine_address()} ({reason})", NO_ENGINE_FIX) from None
+    return client
+
+
+def build_image(use_gpu: bool, tag: str, build_args: dict | None = None, progress: Callable[[str], None] = print,
+                *, wheel_dir: Path | None = None, ca_certs: Iterable[Path] = (), root: Path = REPO_ROOT,
+                network_mode: str | None = "host", nocache: bool = False) -> str:
+    """Build docker/Dockerfile.cuda (use_gpu) or docker/Dockerfile.cpu as ``tag``; return the image id.
+
+    Each line of the engine's output goes to ``progress``. ``network_mode="host"`` lets RUN steps reach
+    the package indexes on engines started without a bridge network (as in CI); None is the engine's
+    default network."""
+    dockerfile = DOCKERFILES[use_gpu]
+    if not (root / dockerfile).is_file():
+        raise ImageBuildError(f"{root / dockerfile} not found", "Run from a Gantry checkout (or pass root=).")
+    client = docker_client()
+    wheels = select_wheels(wheel_dir, use_gpu)
+    certs = list(ca_certs)
+    progress(f"gantry: building {tag} from {dockerfile} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
+             f"certificate(s), build args: {', '.join(sorted(build_args or {})) or 'none'})")
+    image_id = None
+    with build_context(root, dockerfile, wheels, certs) as context:
+        stream = client.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
+                                  buildargs={k: str(v) for k, v in (build_args or {}).items()},
+                                  decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
+                                  network_mode=network_mode)
+        for chunk in stream:
+            if "error" in chunk:
+                detail = chunk["error"].strip().splitlines()[-1] if chunk["error"].strip() else "unknown error"
+                raise ImageBuildError(f"building {tag} from {dockerfile} failed: {detail}", fix_for(detail))
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+            for line in chunk.get("stream", "").splitlines():
+                if line.strip():
+                    progress(line)
+                if line.startswith("Successfully built "):
+                    image_id = image_id or line.split()[-1]
+    if image_id is None:  # the classic builder does not always send aux; the tag is authoritative
+        image_id = client.images.get(tag).id
+    return image_id
+
+
+def fix_for(detail: str) -> str:
+    """The next step for a failed build, from the engine's error line."""
+    if any(s in detail for s in ("registry", "pull access denied", "manifest unknown", "not found: manifest")):
+        return ("The base image cannot be pulled: on machines with no registry run `make docker-base`, then "
+                "`make build-train BASE_IMAGE=gantry-base:bookworm` (or name a mirror's image in BASE_IMAGE)")
+    if "certificate" in detail or "SSL" in detail:
+        return ("TLS to a package index failed: pass your proxy's CA with --ca-cert FILE "
+                "(docs/DOCKER.md, Behind a proxy)")
+    return "The build output above names the failing step (docs/DOCKER.md, Troubleshooting)"
+
+
+def image_size_mb(tag: str) -> float:
+    return docker_client().images.get(tag).attrs["Size"] / 1e6
+
+
+# ---- command line (called by mk/docker.mk) ----------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gantry.images",
+                                     description="Build the trainer image (CPU or CUDA) with the local Docker engine.")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    build = sub.add_parser("build", help="build docker/Dockerfile.cpu or .cuda (use_gpu from infra/terraform.tfvars)")
+    flavour = build.add_mutually_exclusive_group()
+    flavour.add_argument("--gpu", dest="use_gpu", action="store_true", default=None, help="the CUDA image")
+    flavour.add_argument("--cpu", dest="use_gpu", action="store_false", help="the CPU image")
+    build.add_argument("--tag", help="image tag (default gantry-trainer:cpu or gantry-trainer:cuda)")
+    build.add_argument("--base-image", help="BASE_IMAGE build arg (e.g. gantry-base:bookworm from make docker-base)")
+    build.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE", help="any build arg")
+    build.add_argument("--wheel-dir", type=Path, default=None,
+                       help="local wheels tried before any index (default: GANTRY_WHEEL_DIR or pip's find-links)")
+    build.add_argument("--no-wheels", action="store_true", help="take torch from TORCH_INDEX_URL only")
+    build.add_argument("--ca-cert", action="append", type=Path, default=[],
+                       help="extra CA certificate (PEM) to trust in the build and the image; repeatable")
+    build.add_argument("--no-host-ca-certs", action="store_true",
+                       help=f"do not add this host's locally added CAs ({HOST_CA_DIR}/*.crt)")
+    build.add_argument("--network", default="host", help="network for RUN steps (default host; 'default' = engine's)")
+    build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    args = parser.parse_args(argv)
+
+    try:
+        use_gpu = use_gpu_from_tfvars() if args.use_gpu is None else args.use_gpu
+        build_args = {}
+        for item in args.build_arg:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ImageBuildError(f"--build-arg {item!r} has no '='", "Write --build-arg KEY=VALUE.")
+            build_args[key] = value
+        if args.base_image:
+            build_args["BASE_IMAGE"] = args.base_image
+        wheel_dir = None if args.no_wheels else (args.wheel_dir or default_wheel_dir())
+        certs = ([] if args.no_host_ca_certs else default_ca_certs()) + args.ca_cert
+        start = time.monotonic()
+        tag = args.tag or DEFAULT_TAGS[use_gpu]
+        image_id = build_image(use_gpu, tag, build_args, wheel_dir=wheel_dir, ca_certs=certs,
+                               network_mode=None if args.network == "default" else args.network,
+                               nocache=args.no_cache)
+        print(f"gantry: built {tag} ({image_id[:19]}, {image_size_mb(tag):.0f} MB) in "
+              f"{time.monotonic() - start:.0f} s")
+    except ImageBuildError as e:
+        print(f"gantry: error: {e.line()}", file=sys.stderr)
+        return int(e.status)
+    except KeyboardInterrupt:
+        print("\ngantry: build interrupted; run it again: finished layers are cached.", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
