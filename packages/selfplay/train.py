@@ -208,7 +208,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         pool.stop()
         save(final=True)
         # every rank prints this: identical lines across ranks prove DDP kept them in step
-        checksum = sum(float(p.double().sum()) for p in learner.model.parameters())
+        checksum = sum(float(p.detach().double().sum()) for p in learner.model.parameters())
         played = pool.totals()["moves"]
         print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
               f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)

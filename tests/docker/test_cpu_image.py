@@ -1,0 +1,130 @@
+"""The CPU image, built from docker/Dockerfile.cpu and run for real: what it holds, how it refuses a
+GPU job it cannot do, one container training and stopping, and two containers training as two nodes.
+
+Each run uses a tic-tac-toe config with a few-second checkpoint interval and stops on `docker stop`,
+as a Spot preemption or `make stop` would stop it: exit 0 and a final checkpoint in the mounted runs dir.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from docker_helpers import checkpoints, docker, free_port, logs, runs_dir, trained_checkpoints, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# Small and quick: one actor per node, a checkpoint every 3 s, no evaluation.
+TICTACTOE = ["--config", "tictactoe", "--actors.count=1", "--eval.every_minutes=0",
+             "--run.checkpoint_every_minutes=0.05", "--run.log_every_seconds=1"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+FINISHED = re.compile(r"rank (\d+) finished at step (\d+), weights checksum (-?[\d.]+)")
+
+
+def stop_and_wait(name: str) -> int:
+    """`docker stop` (SIGTERM, then SIGKILL after 120 s) and the container's exit code."""
+    docker("stop", "-t", "120", name, timeout=300)
+    return int(docker("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip())
+
+
+def test_cpu_image_holds_cpu_torch_and_the_trainer_only(cpu_image):
+    script = ("import json, torch; from importlib import metadata; "
+              "names = sorted(d.metadata['Name'].lower() for d in metadata.distributions()); "
+              "print(json.dumps({'cuda': torch.version.cuda, 'torch': torch.__version__, 'dists': names}))")
+    result = docker("run", "--rm", cpu_image, "sh", "-c", f'id -u; python -c "{script}"')
+    uid, report = result.stdout.strip().splitlines()[-2:]
+    facts = json.loads(report)
+    assert uid == "1000", "the image must run as its non-root user"
+    assert facts["cuda"] is None and "+cpu" in facts["torch"], facts["torch"]
+    assert not [d for d in facts["dists"] if d.startswith("nvidia-") or d == "triton"], facts["dists"]
+    # The trainer's distribution without the launcher's extras (cloud, dev): no Docker SDK, Terraform
+    # wrapper, Compute client or test tools in the image.
+    assert "gantry" in facts["dists"]
+    assert not {"docker", "python-terraform", "google-cloud-compute", "pytest", "ruff"} & set(facts["dists"])
+
+
+def test_cpu_image_refuses_to_start_when_cuda_is_required(cpu_image, tmp_path):
+    runs = runs_dir(tmp_path)
+    result = docker("run", "--rm", "-e", "GANTRY_REQUIRE_CUDA=1", "-v", f"{runs}:/runs", cpu_image,
+                    "--config", "tictactoe", "--run.dir=/runs/never", check=False)
+    assert result.returncode == 1
+    assert "gantry: error: this torch" in result.stderr and "has no CUDA" in result.stderr, result.stderr
+    assert not (runs / "never").exists(), "training must not start after a failed CUDA check"
+
+
+def test_single_container_trains_checkpoints_and_stops_cleanly(cpu_image, containers, tmp_path):
+    runs = runs_dir(tmp_path)
+    name = containers(cpu_image, "train", *TICTACTOE, "--run.dir=/runs/single", volumes={runs: "/runs"})
+    run = runs / "single"
+    first = wait_for(lambda: trained_checkpoints(run), "checkpoint after a learner step", [name])
+    stop_requested = time.time()
+    assert stop_and_wait(name) == 0, logs(name)[-3000:]
+    newest = checkpoints(run)[-1]
+    assert newest.stat().st_mtime >= stop_requested - 1, "no final checkpoint written on SIGTERM"
+    assert newest.name >= first[-1].name
+    assert (run / "stats.jsonl").is_file()
+    assert FINISHED.search(logs(name)), logs(name)[-3000:]
+
+
+def test_two_containers_rendezvous_over_gloo_train_and_stop(cpu_image, containers, tmp_path):
+    runs = runs_dir(tmp_path)
+    port = free_port()
+    rendezvous = {"NNODES": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NPROC_PER_NODE": "1"}
+    args = [*TICTACTOE, "--run.dir=/runs/two", "--dist.backend=gloo", "--dist.timeout_s=300"]
+    # Each node mounts its own runs folder, as two VMs would have: only rank 0 may write there.
+    node_runs = [runs / "node0", runs / "node1"]
+    for d in node_runs:
+        d.mkdir()
+        d.chmod(0o777)
+    # No command: the image's entry point runs `selfplay launch`, torchrun with the rendezvous from the env.
+    master = containers(cpu_image, *args, env={**rendezvous, "NODE_RANK": "0"}, volumes={node_runs[0]: "/runs"})
+    worker = containers(cpu_image, *args, env={**rendezvous, "NODE_RANK": "1"}, volumes={node_runs[1]: "/runs"})
+    run = node_runs[0] / "two"
+    wait_for(lambda: trained_checkpoints(run), "checkpoint after a learner step from rank 0", [master, worker])
+    assert "rank 0/2 (gloo)" in logs(master), logs(master)[-3000:]
+
+    stop_requested = time.time()
+    docker("stop", "-t", "120", master, worker, timeout=300)  # both nodes at once, as `make stop` does
+    codes = [int(docker("inspect", "-f", "{{.State.ExitCode}}", n).stdout) for n in (master, worker)]
+    both_logs = logs(master)[-3000:] + "\n----\n" + logs(worker)[-3000:]
+    assert codes == [0, 0], both_logs
+    assert checkpoints(run)[-1].stat().st_mtime >= stop_requested - 1, "no final checkpoint after docker stop"
+    assert not (node_runs[1] / "two").exists() or not checkpoints(node_runs[1] / "two"), "only rank 0 writes"
+
+    # Every rank prints its last step and a checksum of its weights: DDP keeps them identical.
+    finished = {}
+    for name in (master, worker):
+        found = FINISHED.findall(logs(name))
+        assert found, f"{name} printed no 'finished at step' line:\n{both_logs}"
+        finished.update({int(rank): (int(step), checksum) for rank, step, checksum in found})
+    assert set(finished) == {0, 1}, finished
+    assert finished[0] == finished[1], f"ranks diverged: {finished}"
+    assert finished[0][0] > 0, "no learner step was taken"
+
+
+def test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch(docker_client):
+    """No CUDA wheels can be had here, so the CUDA image is built as far as torch with the local CPU
+    wheel forced in: the engine accepts every step before it, and the flavour guard must fail the build."""
+    from conftest import LOCAL_BASE
+    from gantry import images
+
+    wheels = [w for w in (images.default_wheel_dir() or REPO).glob("torch-*+cpu*.whl")]
+    if not wheels:
+        pytest.skip("no local +cpu torch wheel to force into the CUDA build (GANTRY_WHEEL_DIR)")
+    args = {"BASE_IMAGE": LOCAL_BASE} if docker_client.images.list(name=LOCAL_BASE) else {}
+    with images.build_context(REPO, "docker/Dockerfile.cuda", wheels[:1], images.default_ca_certs()) as context:
+        chunks = list(docker_client.api.build(fileobj=context, custom_context=True, dockerfile="docker/Dockerfile.cuda",
+                                              tag="gantry-trainer:test-cuda-guard", buildargs=args, decode=True,
+                                              rm=True, forcerm=True, network_mode="host"))
+    output = "".join(c.get("stream", "") for c in chunks)
+    errors = [c["error"] for c in chunks if "error" in c]
+    steps = re.findall(r"---> ([0-9a-f]{12})\b", output)
+    if steps:  # the failed build's last layer and its untagged parents: no use as a cache, ~350 MB on vfs
+        docker("rmi", steps[-1], check=False)
+    assert errors, "the CUDA build must not succeed with a CPU torch"
+    assert "install_torch: the CUDA image got a CPU-only torch" in output + "".join(errors), output[-3000:]

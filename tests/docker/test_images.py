@@ -1,0 +1,106 @@
+"""gantry.images without an engine: which Dockerfile use_gpu picks, which wheels and certificates go into
+the build context, what the context leaves out, and the one-line error when no engine answers."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from gantry import images
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_use_gpu_defaults_to_cpu_without_tfvars(tmp_path):
+    assert images.use_gpu_from_tfvars(tmp_path / "terraform.tfvars") is False
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('project_id = "p"\nuse_gpu = true  # T4 nodes\n', True),
+    ('project_id = "p"\nuse_gpu = false\n', False),
+    ('project_id = "p"\n# use_gpu = true\n', False),
+])
+def test_use_gpu_is_read_from_tfvars(tmp_path, text, expected):
+    tfvars = tmp_path / "terraform.tfvars"
+    tfvars.write_text(text)
+    assert images.use_gpu_from_tfvars(tfvars) is expected
+
+
+def test_use_gpu_must_be_a_boolean(tmp_path):
+    tfvars = tmp_path / "terraform.tfvars"
+    tfvars.write_text('use_gpu = "yes"\n')
+    with pytest.raises(images.ImageBuildError, match="use_gpu"):
+        images.use_gpu_from_tfvars(tfvars)
+
+
+def test_each_flavour_keeps_the_other_flavours_torch_out(tmp_path):
+    for name in ["torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl",
+                 "numpy-2.0-cp311-cp311-linux_x86_64.whl"]:
+        (tmp_path / name).write_bytes(b"")
+    cpu = [w.name for w in images.select_wheels(tmp_path, use_gpu=False)]
+    gpu = [w.name for w in images.select_wheels(tmp_path, use_gpu=True)]
+    assert cpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"]
+    assert gpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl"]
+    assert images.select_wheels(None, use_gpu=False) == []
+    with pytest.raises(images.ImageBuildError, match="not found"):
+        images.select_wheels(tmp_path / "missing", use_gpu=False)
+
+
+def test_wheel_dir_follows_gantry_wheel_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GANTRY_WHEEL_DIR", str(tmp_path))
+    assert images.default_wheel_dir() == tmp_path
+
+
+def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp_path):
+    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"not really a wheel")
+    cert = tmp_path / "proxy-ca.crt"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    with images.build_context(REPO, "docker/Dockerfile.cpu", [wheel], [cert]) as context, \
+            tarfile.open(fileobj=io.BytesIO(context.read())) as tar:
+        names = set(tar.getnames())
+    assert {"docker/Dockerfile.cpu", "docker/entrypoint.sh", "pyproject.toml",
+            "packages/selfplay/train.py"} <= names
+    assert f"docker/wheels/{wheel.name}" in names and "docker/certs/extra-0-proxy-ca.crt" in names
+    leaked = [n for n in names if n.startswith((".venv", ".git/", "runs/", "packages/gantry/", "infra/", "tests/"))
+              or "__pycache__" in n]
+    assert not leaked, leaked[:10]
+
+
+def test_missing_certificate_is_named(tmp_path):
+    with pytest.raises(images.ImageBuildError, match="nope.crt"):
+        images.build_context(REPO, "docker/Dockerfile.cpu", [], [tmp_path / "nope.crt"])
+
+
+def test_no_engine_is_one_line_with_the_fix(tmp_path):
+    """A real `python -m gantry.images build` against a socket nobody listens on."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/docker.sock"}
+    result = subprocess.run([sys.executable, "-m", "gantry.images", "build", "--cpu", "--no-wheels"],
+                            check=False, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"gantry: error: no Docker engine at unix://{tmp_path}/docker.sock")
+    assert "sudo systemctl start docker" in lines[0] and "Docker Desktop" in lines[0]
+
+
+def test_failures_name_the_next_step():
+    assert "make docker-base" in images.fix_for('Get "https://registry-1.docker.io/v2/": dial tcp: no such host')
+    assert "--ca-cert" in images.fix_for("SSL: CERTIFICATE_VERIFY_FAILED certificate verify failed")
+    assert "failing step" in images.fix_for("The command '/bin/sh -c ...' returned a non-zero code: 1")
+
+
+@pytest.mark.docker
+def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
+    """A real build against the engine whose base image no registry serves."""
+    lines = []
+    with pytest.raises(images.ImageBuildError) as failure:
+        images.build_image(False, "gantry-trainer:never", {"BASE_IMAGE": "registry.invalid/none:1"}, lines.append)
+    assert "building gantry-trainer:never from docker/Dockerfile.cpu failed" in failure.value.line()
+    assert "make docker-base" in failure.value.line()
+    assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile.cpu")
