@@ -12,11 +12,10 @@ import time
 import uuid
 
 import pytest
-from docker_helpers import docker
+from docker_helpers import LOCAL_BASE, docker
 from gantry import images
 
 TEST_TAG = "gantry-trainer:test-cpu"
-LOCAL_BASE = "gantry-base:bookworm"
 _measured: dict[str, str] = {}
 
 

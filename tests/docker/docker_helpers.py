@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# the Debian-bootstrapped base (scripts/docker_base.sh) used where no registry can be pulled from
+LOCAL_BASE = "gantry-base:bookworm"
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -110,7 +110,7 @@ def test_two_containers_rendezvous_over_gloo_train_and_stop(cpu_image, container
 def test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch(docker_client):
     """No CUDA wheels can be had here, so the CUDA image is built as far as torch with the local CPU
     wheel forced in: the engine accepts every step before it, and the flavour guard must fail the build."""
-    from conftest import LOCAL_BASE
+    from docker_helpers import LOCAL_BASE
     from gantry import images
 
     wheels = [w for w in (images.default_wheel_dir() or REPO).glob("torch-*+cpu*.whl")]
