@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -63,8 +64,10 @@ def cmd_launch(args, overrides) -> int:
     if node_rank >= nnodes:
         from .config import ConfigError
         raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}: number nodes 0..NNODES-1")
+    import torch
+
     from .hardware import cuda_usable
-    gpus = __import__("torch").cuda.device_count() if cuda_usable() else 0
+    gpus = torch.cuda.device_count() if cuda_usable() else 0
     nproc = _env_int("NPROC_PER_NODE", max(1, gpus), 1)
     if nnodes == 1 and nproc == 1:
         return cmd_train(args, overrides)
@@ -115,7 +118,7 @@ def cmd_eval(args, _overrides) -> int:
     print(f"{path} (step {payload['step']})")
     print(evaluate.format_table(result))
     if args.json:
-        Path(args.json).write_text(evaluate.dumps(result))
+        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True))
     return 0
 
 

@@ -192,16 +192,13 @@ class Config:
     SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks")
 
 
-SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+# section name -> its dataclass (game -> GameConfig, ...)
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
 
 
-def _section_class(name: str) -> type:
-    return {f.name: f.default_factory for f in dataclasses.fields(Config)}[name]  # type: ignore[return-value]
-
-
-def _coerce(section: str, key: str, raw, annotation) -> object:
+def _coerce(section: str, key: str, raw) -> object:
     where = f"{section}.{key}"
-    hint = typing.get_type_hints(_section_class(section))[key]
+    hint = typing.get_type_hints(SECTIONS[section])[key]
     if get_origin(hint) is Literal:
         choices = get_args(hint)
         _check(raw in choices, f"{where}={raw!r} is not allowed: choose one of {', '.join(map(str, choices))}")
@@ -234,12 +231,12 @@ def from_dict(data: dict | None) -> Config:
         _check(name in SECTIONS, f"unknown config section {name!r}: choose one of {', '.join(SECTIONS)}")
         values = values or {}
         _check(isinstance(values, dict), f"config section {name!r} must be a mapping of key: value")
-        cls = _section_class(name)
+        cls = SECTIONS[name]
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, raw in values.items():
             _check(key in known, f"unknown key {name}.{key}: valid keys are {', '.join(known)}")
-            kwargs[key] = _coerce(name, key, raw, known[key].type)
+            kwargs[key] = _coerce(name, key, raw)
         sections[name] = cls(**kwargs)
     return Config(**sections)
 

@@ -105,14 +105,6 @@ def _to_cpu(obj):
     return obj
 
 
-def broadcast_int(value: int, info: DistInfo, device: torch.device) -> int:
-    if not info.enabled:
-        return value
-    t = torch.tensor([value], dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
-    dist.broadcast(t, src=0)
-    return int(t[0])
-
-
 def close(info: DistInfo) -> None:
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()

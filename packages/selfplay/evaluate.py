@@ -9,8 +9,8 @@ Solver labels are cached under ~/.cache/gantry (keyed by the set file's hash).
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -161,6 +161,12 @@ def summary(results: dict) -> dict[str, float]:
     return out
 
 
+@functools.lru_cache(maxsize=2)
+def _worker_sets(pons_dir: str, positions: int) -> list[PonsSet]:
+    """The evaluation worker lives for the whole run: read and label the sets once, not every evaluation."""
+    return load_sets(find_pons_dir(pons_dir), positions)
+
+
 def evaluate_weights(state_dict: dict, model_cfg: dict, pons_dir: str, positions: int, simulations: int,
                      c_puct: float, precision: str = "auto") -> dict:
     """Process-pool entry: rebuild the net from a plain state dict and grade it (one thread)."""
@@ -173,9 +179,7 @@ def evaluate_weights(state_dict: dict, model_cfg: dict, pons_dir: str, positions
     torch.set_num_threads(1)
     model = build_model(ConnectFour(), model_cfg["channels"], model_cfg["blocks"])
     model.load_state_dict(state_dict)
-    sets = load_sets(find_pons_dir(pons_dir), positions)
+    sets = _worker_sets(pons_dir, positions)
     return evaluate(NetworkEvaluator(model.eval(), inference_dtype(precision)), sets, simulations, c_puct)
 
 
-def dumps(results: dict) -> str:
-    return json.dumps(results, indent=2, sort_keys=True)

@@ -22,8 +22,15 @@ import torch
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
 from .config import Config, dump
-from .distributed import (DistInfo, LostRankError, agree, broadcast_int, broadcast_state, close,
-                          init_distributed, is_collective_failure)
+from .distributed import (
+    DistInfo,
+    LostRankError,
+    agree,
+    broadcast_state,
+    close,
+    init_distributed,
+    is_collective_failure,
+)
 from .games import make_game
 from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
 from .learner import Learner
@@ -91,11 +98,11 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         counters.update(payload.get("counters", {}))
         step = int(payload["step"])
         runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
-    step = broadcast_int(step, info, device)
-    if info.enabled:  # every rank starts from rank 0's weights and optimizer state, fresh or resumed
-        state = broadcast_state(learner.state_dict() if info.is_main else None, info)
+    if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
+        state = broadcast_state({**learner.state_dict(), "step": step} if info.is_main else None, info)
         if not info.is_main:
             learner.load_state_dict(state)
+            step = int(state["step"])
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
@@ -137,6 +144,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     losses: list[dict] = []
     versions: list[float] = []
     ready_step = False
+    lost: RuntimeError | None = None
     try:
         pool.start()
         while True:
@@ -198,26 +206,25 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     except RuntimeError as error:
         if not (info.enabled and is_collective_failure(error)):
             raise
-        # the state is consistent at `step` (a failed all-reduce never reaches the optimizer): keep it
-        pool.stop()
-        save(final=True)
-        raise LostRankError(f"rank {info.rank} lost contact with another rank at step {step} "
-                            f"({str(error).splitlines()[0][:160]}): the run stopped with a checkpoint; "
-                            f"start every node again to resume") from None
-    else:
-        pool.stop()
-        save(final=True)
-        # every rank prints this: identical lines across ranks prove DDP kept them in step
-        checksum = sum(float(p.detach().double().sum()) for p in learner.model.parameters())
-        played = pool.totals()["moves"]
-        print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
-              f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
-        return step
+        lost = error
     finally:
-        pool.stop()
+        pool.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
         weights.close()
         if evaluator_pool is not None:
             evaluator_pool.shutdown(wait=False, cancel_futures=True)
+    # reached on a clean stop and on a lost rank: the state is consistent at `step`, because a failed
+    # all-reduce never reaches the optimizer
+    save(final=True)
+    if lost is not None:
+        raise LostRankError(f"rank {info.rank} lost contact with another rank at step {step} "
+                            f"({str(lost).splitlines()[0][:160]}): the run stopped with a checkpoint; "
+                            f"start every node again to resume")
+    # every rank prints this: identical lines across ranks prove DDP kept them in step
+    checksum = sum(float(p.detach().double().sum()) for p in learner.model.parameters())
+    played = pool.totals()["moves"]
+    print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
+          f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
+    return step
 
 
 def _window_metrics(window: dict, pool: ActorPool, replay: ReplayBuffer, counters: dict, losses: list[dict],

@@ -1,6 +1,6 @@
 """Two torchrun nodes on localhost (gloo): same steps, same weights, and rank 0's checkpoint resumes."""
 
-import json
+import contextlib
 import os
 import re
 import signal
@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+from train_helpers import wait_for_steps
 
 pytestmark = pytest.mark.slow
 
@@ -60,29 +61,26 @@ def test_two_nodes_train_in_step_and_rank0_checkpoint_resumes(tmp_path):
     assert finish_line(out0) == finish_line(out1) and finish_line(out0)[0] == 45
 
 
-def wait_for_steps(run_dir, timeout=180):
-    deadline = time.monotonic() + timeout
-    stats = run_dir / "stats.jsonl"
-    while time.monotonic() < deadline:
-        if stats.is_file() and any(json.loads(line).get("charts/step", 0) > 0 for line in stats.read_text().splitlines()):
-            return
-        time.sleep(0.5)
-    raise AssertionError("the two nodes never started stepping")
+@contextlib.contextmanager
+def two_nodes_running(run_dir):
+    """Two nodes training without a step limit; yields once rank 0 has stepped, kills whatever is left."""
+    port = free_port()
+    nodes = [launch_node(r, port, run_dir, 100000) for r in (0, 1)]
+    try:
+        wait_for_steps(run_dir)
+        yield nodes
+    finally:
+        for n in nodes:
+            n.kill()
 
 
 def test_sigterm_on_the_master_stops_both_nodes_cleanly_with_a_checkpoint(tmp_path):
     run = tmp_path / "run"
-    port = free_port()
-    nodes = [launch_node(r, port, run, 100000) for r in (0, 1)]
-    try:
-        wait_for_steps(run)
+    with two_nodes_running(run) as nodes:
         sent = time.monotonic()
         nodes[0].send_signal(signal.SIGTERM)  # a Spot preemption notice on the master
         outs = [n.communicate(timeout=25)[0] for n in nodes]
         assert time.monotonic() - sent < 25
-    finally:
-        for n in nodes:
-            n.kill()
     assert [n.returncode for n in nodes] == [0, 0], outs
     assert finish_line(outs[0]) == finish_line(outs[1])      # both stopped at the same step, same weights
     step = finish_line(outs[0])[0]
@@ -91,16 +89,10 @@ def test_sigterm_on_the_master_stops_both_nodes_cleanly_with_a_checkpoint(tmp_pa
 
 def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp_path):
     run = tmp_path / "run"
-    port = free_port()
-    nodes = [launch_node(r, port, run, 100000) for r in (0, 1)]
-    try:
-        wait_for_steps(run)
+    with two_nodes_running(run) as nodes:
         # the whole second node vanishes: its launcher, torchrun and every rank and actor
         _kill_tree(nodes[1].pid)
         out, _ = nodes[0].communicate(timeout=180)
-    finally:
-        for n in nodes:
-            n.kill()
     assert nodes[0].returncode != 0
     assert "lost contact with another rank at step" in out and "start every node again to resume" in out
     assert list(run.glob("ckpt-*.pt"))

@@ -6,10 +6,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import records, wait_for_steps
 
 pytestmark = pytest.mark.slow
 
@@ -23,20 +23,6 @@ def selfplay(*args, timeout=240):
 def start(*args):
     return subprocess.Popen([sys.executable, "-m", "selfplay", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def records(run_dir, kind="train"):
-    lines = (Path(run_dir) / "stats.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["kind"] == kind]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
@@ -62,8 +48,7 @@ def test_sigterm_checkpoints_and_exits_0_within_25_seconds(tmp_path):
     run = tmp_path / "run"
     proc = start("train", "--config", "tictactoe", f"--run.dir={run}", *FAST)
     try:
-        wait_for(lambda: (run / "stats.jsonl").is_file() and any(
-            r["charts/step"] > 0 for r in records(run)), 120, "the first learner steps")
+        wait_for_steps(run, 120)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=25)
@@ -85,8 +70,7 @@ def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path):
     run = tmp_path / "run"
     proc = start("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=150", *FAST)
     try:
-        wait_for(lambda: (run / "stats.jsonl").is_file() and any(
-            r["charts/step"] > 0 for r in records(run)), 120, "the first learner steps")
+        wait_for_steps(run, 120)
         victims = actor_pids(proc.pid)
         assert victims, "no actor process found"
         os.kill(victims[0], signal.SIGKILL)

@@ -31,18 +31,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+
+from loopback import LoopbackServer
 
 API = "/compute/v1"
 SELF_LINK_ROOT = "https://www.googleapis.com/compute/v1"
 
 
 @dataclass
-class FakeCompute:
+class FakeCompute(LoopbackServer):
     project: str = "demo-project"
     project_quotas: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (limit, usage)
     region_quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region -> ...
@@ -81,22 +82,9 @@ class FakeCompute:
         )
 
     # ---- running ----
-    def __enter__(self):
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
     @property
     def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.base_url
 
     # ---- resources ----
     def add_instance(self, name: str, zone: str, labels: dict[str, str], status: str = "RUNNING",
@@ -358,3 +346,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:  # keep pytest output clean
         pass
+
+
+FakeCompute.handler_class = _Handler

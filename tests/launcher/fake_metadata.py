@@ -26,11 +26,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from loopback import LoopbackServer
+
 ROOT = "/computeMetadata/v1/"
 MAX_WAIT_S = 60
 
 
-class FakeMetadata:
+class FakeMetadata(LoopbackServer):
     def __init__(self, instance: dict | None = None):
         self.instance = instance if instance is not None else {}
         self.instance.setdefault("metadata", {"fingerprint": "fp-0", "items": []})
@@ -59,22 +61,9 @@ class FakeMetadata:
         return sum(1 for t, m, p in list(self.requests) if m == method and path_part in p and t >= since)
 
     # ---- running ----
-    def __enter__(self):
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/computeMetadata/v1"
+        return f"{self.base_url}/computeMetadata/v1"
 
     # ---- the API ----
     def _directory(self) -> tuple[str, str]:
@@ -157,3 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:
         pass
+
+
+FakeMetadata.handler_class = _Handler
+FakeMetadata.server_class = _Server

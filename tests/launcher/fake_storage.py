@@ -4,29 +4,19 @@ objects.list (GET /storage/v1/b/{bucket}/o) and objects.delete (DELETE .../o/{ob
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlsplit
 
+from loopback import LoopbackServer
 
-class FakeStorage:
+
+class FakeStorage(LoopbackServer):
     def __init__(self, buckets: dict[str, list[str]] | None = None):
         self.buckets = buckets or {}  # bucket -> object names
 
-    def __enter__(self):
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     @property
     def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.base_url
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -61,3 +51,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:
         pass
+
+
+FakeStorage.handler_class = _Handler

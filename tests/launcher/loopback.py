@@ -1,0 +1,34 @@
+"""The serving part every fake Google endpoint shares: a threaded HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+
+
+class LoopbackServer:
+    """A context manager that serves ``handler_class`` (with ``fake`` bound to this object) on a free port.
+
+    Subclasses set ``handler_class`` (and may set ``server_class``) after defining their handler.
+    """
+
+    handler_class: type
+    server_class: type = ThreadingHTTPServer
+
+    def __enter__(self):
+        handler = type("Handler", (self.handler_class,), {"fake": self})
+        self._server = self.server_class(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
