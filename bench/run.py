@@ -113,30 +113,49 @@ def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -
     return out
 
 
-def rank_scaling(config: str, seconds: float, extra: list[str]) -> list[dict]:
-    """Self-play positions/s of the whole machine with 1 and 2 local ranks (each: 1 actor + 1 learner)."""
+def timed_training(config: str, seconds: float, extra: list[str], ranks: int = 1) -> dict:
+    """Train for ``seconds`` under `selfplay launch` with ``ranks`` local ranks; self-play positions/s of the whole run."""
     import re
     import socket
     import tempfile
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as run_dir:
+        env = {**os.environ, "NNODES": "1", "NPROC_PER_NODE": str(ranks), "MASTER_PORT": str(port)}
+        out = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", config, f"--run.dir={run_dir}",
+                              f"--run.max_minutes={seconds / 60}", "--eval.every_minutes=0", *extra], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    done = re.findall(r"rank (\d+) finished at step (\d+).*?, (\d+) positions played here in ([\d.]+) s", out)
+    wall = max(float(d[3]) for d in done)
+    return {"positions_per_s": sum(int(d[2]) for d in done) / wall, "learner_steps": int(done[0][1]), "seconds": wall}
+
+
+def rank_scaling(config: str, seconds: float) -> list[dict]:
+    """Self-play positions/s of the whole machine with 1 and 2 local ranks (each: 1 actor + 1 learner)."""
     rows = []
     for ranks in (1, 2):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        with tempfile.TemporaryDirectory() as run_dir:
-            env = {**os.environ, "NNODES": "1", "NPROC_PER_NODE": str(ranks), "MASTER_PORT": str(port)}
-            out = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", config,
-                                  f"--run.dir={run_dir}", f"--run.max_minutes={seconds / 60}", "--actors.count=1",
-                                  "--eval.every_minutes=0", *extra], env=env, capture_output=True, text=True,
-                                 check=True).stdout
-        done = re.findall(r"rank (\d+) finished at step (\d+).*?, (\d+) positions played here in ([\d.]+) s", out)
-        positions = sum(int(d[2]) for d in done)
-        wall = max(float(d[3]) for d in done)
-        rows.append({"ranks": ranks, "positions_per_s": positions / wall, "learner_steps": int(done[0][1]),
-                     "seconds": wall})
-        print(f"scaling: {ranks} rank(s): {positions / wall:.0f} positions/s, {done[0][1]} learner steps", flush=True)
-    rows[1]["speedup_vs_1_rank"] = rows[1]["positions_per_s"] / rows[0]["positions_per_s"]
-    rows[0]["speedup_vs_1_rank"] = 1.0
+        rows.append({"ranks": ranks, **timed_training(config, seconds, ["--actors.count=1"], ranks)})
+        rows[-1]["speedup_vs_1_rank"] = rows[-1]["positions_per_s"] / rows[0]["positions_per_s"]
+        print(f"scaling: {ranks} rank(s): {rows[-1]['positions_per_s']:.0f} positions/s, "
+              f"{rows[-1]['learner_steps']} learner steps", flush=True)
+    return rows
+
+
+def inference_placement(config: str, seconds: float) -> list[dict]:
+    """Whole-run positions/s with each actor running the net itself vs. the learner's device answering all leaves.
+
+    On a GPU node the second is the point of leaf_server.py; on a CPU-only machine it shows what the
+    round trips cost, since the learner's core then does every actor's forward passes.
+    """
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rows = []
+    for mode in ("local", "learner"):
+        rows.append({"inference": mode, "device": device,
+                     **timed_training(config, seconds, [f"--actors.inference={mode}", f"--run.device={device}"])})
+        rows[-1]["vs_local"] = rows[-1]["positions_per_s"] / rows[0]["positions_per_s"]
+        print(f"inference {mode} ({device}): {rows[-1]['positions_per_s']:.0f} positions/s, "
+              f"{rows[-1]['learner_steps']} learner steps", flush=True)
     return rows
 
 
@@ -174,6 +193,8 @@ def main() -> int:
     ap.add_argument("--from-run", default="", help="grade this run's checkpoints instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
     ap.add_argument("--scaling-seconds", type=float, default=60, help="per case of the 1-vs-2-rank run; 0 skips")
+    ap.add_argument("--placement-seconds", type=float, default=60,
+                    help="per case of the local-vs-learner inference run; 0 skips")
     ap.add_argument("--quick", action="store_true", help="tiny budgets (tests)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -199,7 +220,10 @@ def main() -> int:
 
     if args.scaling_seconds:
         report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
-                                         10 if args.quick else args.scaling_seconds, [])
+                                         10 if args.quick else args.scaling_seconds)
+    if args.placement_seconds:
+        report["inference_placement"] = inference_placement("tictactoe" if args.quick else "connect4",
+                                                            10 if args.quick else args.placement_seconds)
 
     run_dir = Path(args.from_run) if args.from_run else None
     if args.train_minutes and not run_dir:
@@ -226,6 +250,9 @@ def main() -> int:
                                            "samples_per_s_fp32"]))
     if "scaling" in report:
         print("\n" + table(report["scaling"], ["ranks", "positions_per_s", "learner_steps", "speedup_vs_1_rank"]))
+    if "inference_placement" in report:
+        print("\n" + table(report["inference_placement"], ["inference", "device", "positions_per_s", "learner_steps",
+                                                             "vs_local"]))
     print(f"\nwrote {out}")
     return 0
 

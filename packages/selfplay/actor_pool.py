@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 
 from .actors import THREAD_ENV, Samples, actor_main
+from .leaf_server import LeafServer
 
 log = logging.getLogger("selfplay")
 
@@ -31,8 +32,9 @@ def _single_threaded_children():
 
 class ActorPool:
     def __init__(self, count: int, config_dict: dict, weights_name: str, numel: int, seed: int,
-                 restart_limit: int):
+                 restart_limit: int, server: LeafServer | None = None):
         self.ctx = mp.get_context("spawn")
+        self.server = server  # None: each actor runs the network itself
         self.count, self.config_dict = count, config_dict
         self.weights_name, self.numel, self.seed = weights_name, numel, seed
         self.restart_limit = restart_limit
@@ -47,11 +49,18 @@ class ActorPool:
     def _start(self, actor_id: int) -> None:
         seed = self.seed * 1000 + actor_id * 97 + self.starts
         self.starts += 1
+        leaf = ours = None
+        if self.server is not None:
+            ours, theirs = self.ctx.Pipe()
+            leaf = (self.server.slots.spec(), theirs)
         p = self.ctx.Process(target=actor_main, name=f"actor-{actor_id}", daemon=True,
                              args=(actor_id, self.config_dict, self.weights_name, self.numel, self.queue,
-                                   self.stop_event, seed))
+                                   self.stop_event, seed, leaf))
         with _single_threaded_children():
             p.start()
+        if ours is not None:
+            theirs.close()  # only the child holds its end now, so its death reads as EOF on ours
+            self.server.attach(actor_id, ours)
         self.procs[actor_id] = p
 
     def start(self) -> None:
@@ -60,6 +69,8 @@ class ActorPool:
 
     def check(self) -> list[str]:
         """Restart dead actors; return one message per restart. Raises when the restart budget is spent."""
+        if self.server is not None and self.server.error is not None:
+            raise RuntimeError(f"the leaf server stopped: {self.server.error!r}") from self.server.error
         events = []
         for i, p in enumerate(self.procs):
             if p is not None and not p.is_alive() and not self.stop_event.is_set():

@@ -21,6 +21,7 @@ from .config import Config, from_dict
 from .games import Game, make_game
 from .hardware import inference_dtype
 from .inference import NetworkEvaluator
+from .leaf_server import LeafSlots, RemoteEvaluator
 from .mcts import BatchedMCTS
 from .model import build_model
 from .weights import SharedWeights
@@ -108,32 +109,47 @@ class SelfPlayWorker:
 
 
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
-               seed: int) -> None:
-    """Entry point of one actor process (started with the spawn method)."""
+               seed: int, leaf: tuple | None = None) -> None:
+    """Entry point of one actor process (started with the spawn method).
+
+    ``leaf`` is None for local inference (weights polled from shared memory, forward on this core)
+    or ``(slots spec, pipe)`` when the learner's device answers the leaves (leaf_server.py).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops us in order
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     torch.set_num_threads(1)
     cfg = from_dict(config_dict)
     game = make_game(cfg.game.name)
-    model = build_model(game, cfg.model.channels, cfg.model.blocks).eval()
-    weights = SharedWeights(numel, name=weights_name)
     sample_queue.cancel_join_thread()  # never block exit on undelivered data: the learner is stopping anyway
+    if leaf is None:
+        model = build_model(game, cfg.model.channels, cfg.model.blocks).eval()
+        weights = SharedWeights(numel, name=weights_name)
+    else:
+        slots = LeafSlots(**leaf[0])
+        remote = RemoteEvaluator(slots, actor_id, leaf[1])
     try:
-        version = -1
-        while version < 0 and not stop_event.is_set():
-            version = weights.read_into(model, version)
-            if version < 0:
-                time.sleep(0.05)
-        evaluator = NetworkEvaluator(model, inference_dtype(cfg.actors.precision))
+        if leaf is None:
+            version = -1
+            while version < 0 and not stop_event.is_set():
+                version = weights.read_into(model, version)
+                if version < 0:
+                    time.sleep(0.05)
+            evaluator = NetworkEvaluator(model, inference_dtype(cfg.actors.precision))
+        else:
+            evaluator = remote
+            evaluator(game.encode(game.initial_states(1)))  # learns the served version before the first move
         worker = SelfPlayWorker(game, evaluator, cfg, np.random.default_rng(seed))
         pending: list[Samples] = []
         last_flush = time.perf_counter()
         started = time.perf_counter()
         while not stop_event.is_set():
-            fresh = weights.read_into(model, version)
-            if fresh != version:
-                evaluator.refresh(model)
-                version = fresh
+            if leaf is None:
+                fresh = weights.read_into(model, version)
+                if fresh != version:
+                    evaluator.refresh(model)
+                    version = fresh
+            else:
+                version = remote.version
             finished = worker.step(version)
             if finished is not None:
                 pending.append(finished)
@@ -150,5 +166,10 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
                     except queue_lib.Full:  # backpressure: the learner is behind
                         continue
                 pending, last_flush = [], now
+    except EOFError:  # the learner's leaf server closed its end: the learner is gone or stopping
+        pass
     finally:
-        weights.close()
+        if leaf is None:
+            weights.close()
+        else:
+            slots.close()

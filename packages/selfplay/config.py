@@ -71,13 +71,16 @@ class SearchConfig:
 @dataclass
 class ActorsConfig:
     count: int = 0
-    """Self-play processes; 0 = physical cores - 1 (cgroup and SMT aware), at least 1."""
+    """Self-play processes; 0 = physical cores - 1, or one per core on 1-2 cores (cgroup and SMT aware)."""
     games: int = 128
     """Games each actor plays in lock-step (the network's batch size in self-play)."""
     restart_limit: int = 10
     """Crashed actors are restarted up to this many times in total before the run stops."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """Self-play inference: auto = bf16 where the CPU has bf16 instructions (AVX512-BF16, AMX), else fp32."""
+    """Self-play inference on a CPU: auto = bf16 where it has bf16 instructions (AVX512-BF16, AMX), else fp32."""
+    inference: Literal["auto", "local", "learner"] = "auto"
+    """Who runs the network for the search: local = each actor on its own core; learner = the learner's device
+    answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU, else local."""
 
     def __post_init__(self):
         _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")

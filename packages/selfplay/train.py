@@ -32,7 +32,8 @@ from .distributed import (
     is_collective_failure,
 )
 from .games import make_game
-from .hardware import default_actor_count, physical_cores, pick_device, pick_precision
+from .hardware import default_actor_count, inference_dtype, physical_cores, pick_device, pick_precision
+from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
 from .rundir import RunDir
@@ -113,7 +114,15 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     numel = sum(v.numel() for _, v in flat_float_state(learner.model))
     weights = SharedWeights(numel)
     weights.publish(learner.model, step)
-    pool = ActorPool(actors, cfg.to_dict(), weights.name, numel, seed, cfg.actors.restart_limit)
+    server = None
+    if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and device.type == "cuda"):
+        planes = game.encode(game.initial_states(1)).shape[1:]
+        server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device,
+                            precision.dtype if device.type == "cuda" else inference_dtype(cfg.actors.precision))
+        server.publish(learner.model, step)
+        server.start()
+        runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
+    pool = ActorPool(actors, cfg.to_dict(), weights.name, numel, seed, cfg.actors.restart_limit, server)
     eval_due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
     if eval_due:
         try:
@@ -173,7 +182,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                 step += 1
                 window["steps"] += 1
                 if step % cfg.learner.publish_every == 0:
-                    weights.publish(learner.model, step)
+                    (server or weights).publish(learner.model, step)
 
             now = time.monotonic()
             if pending_eval is not None and pending_eval.done():
@@ -209,6 +218,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         lost = error
     finally:
         pool.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
+        if server is not None:  # after the actors: one waiting on its answer would otherwise hang until killed
+            server.stop()
+            server.slots.close()
         weights.close()
         if evaluator_pool is not None:
             evaluator_pool.shutdown(wait=False, cancel_futures=True)

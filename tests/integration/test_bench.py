@@ -26,5 +26,8 @@ def test_quick_bench_writes_throughput_json():
         assert sp["mean_batch"] > 1  # leaves of many games share one forward pass
         assert report["learner"][0]["samples_per_s_auto"] > 0
         assert [r["ranks"] for r in report["scaling"]] == [1, 2] and report["scaling"][1]["positions_per_s"] > 0
+        placement = report["inference_placement"]
+        assert [r["inference"] for r in placement] == ["local", "learner"]
+        assert all(r["positions_per_s"] > 0 and r["learner_steps"] > 0 for r in placement)
     finally:
         path.unlink()

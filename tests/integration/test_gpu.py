@@ -30,4 +30,39 @@ def test_a_short_training_runs_its_learner_on_the_gpu(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "learner cuda/" in result.stdout
+    assert "self-play leaves are evaluated on the learner's cuda:0" in result.stdout  # actors.inference=auto
     assert (tmp_path / "ckpt-000000030.pt").is_file()
+
+
+def test_leaves_served_on_the_gpu_match_the_cpu_network():
+    import multiprocessing as mp
+    import threading
+
+    import numpy as np
+    from selfplay.games import make_game
+    from selfplay.inference import NetworkEvaluator
+    from selfplay.leaf_server import LeafServer, LeafSlots, RemoteEvaluator
+    from selfplay.model import build_model
+
+    game = make_game("connect4")
+    model = build_model(game, 32, 2).eval()
+    leaves = game.encode(game.initial_states(64))
+    slots = LeafSlots(1, 64, leaves.shape[1:], game.num_actions)
+    device = pick_device("cuda")
+    server = LeafServer(slots, device, pick_precision(device).dtype)
+    server.publish(model.to(device), 3)
+    ours, theirs = mp.Pipe()
+    server.attach(0, ours)
+    actor = RemoteEvaluator(LeafSlots(**slots.spec()), 0, theirs)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(out=actor(leaves)))
+    t.start()
+    while t.is_alive():
+        server.serve_once(timeout=0.05)
+    want_logits, want_values = NetworkEvaluator(model.cpu(), None)(leaves)
+    logits, values = result["out"]
+    assert actor.version == 3
+    np.testing.assert_allclose(logits, want_logits, atol=0.05)  # fp16/bf16 on the GPU
+    np.testing.assert_allclose(values, want_values, atol=0.05)
+    actor.slots.close()
+    slots.close()

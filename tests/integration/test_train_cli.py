@@ -44,9 +44,14 @@ def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
     assert f"({saved['replay']['z'].shape[0]} positions in the buffer)" in second.stdout  # the buffer is warm
 
 
-def test_sigterm_checkpoints_and_exits_0_within_25_seconds(tmp_path):
+# learner: the leaves of every actor are answered by the learner process (the GPU path, here on the CPU)
+INFERENCE = pytest.mark.parametrize("inference", ["local", "learner"])
+
+
+@INFERENCE
+def test_sigterm_checkpoints_and_exits_0_within_25_seconds(tmp_path, inference):
     run = tmp_path / "run"
-    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", *FAST)
+    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", f"--actors.inference={inference}", *FAST)
     try:
         wait_for_steps(run, 120)
         sent = time.monotonic()
@@ -66,9 +71,11 @@ def actor_pids(parent: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path):
+@INFERENCE
+def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path, inference):
     run = tmp_path / "run"
-    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=150", *FAST)
+    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=150",
+                 f"--actors.inference={inference}", *FAST)
     try:
         wait_for_steps(run, 120)
         victims = actor_pids(proc.pid)
@@ -79,6 +86,7 @@ def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path):
         proc.kill()
     assert proc.returncode == 0, out
     assert "died with exit code -9; restarted (1/10)" in out
+    assert ("leaves are evaluated on the learner's cpu" in out) == (inference == "learner")
     assert (run / "ckpt-000000150.pt").is_file()
     assert records(run)[-1]["selfplay/actor_restarts"] == 1
 

@@ -17,6 +17,7 @@ def test_packaged_configs_load_and_overrides_apply():
     (["--search.simulations=lots"], "search.simulations='lots' must be an integer"),
     (["--search.simulations=0"], "search.simulations=0 must be in 1..100000"),
     (["--learner.value_target=v"], "learner.value_target='v' is not allowed: choose one of z, q, zq"),
+    (["--actors.inference=gpu"], "actors.inference='gpu' is not allowed: choose one of auto, local, learner"),
     (["--game.name=chess"], "game.name='chess' is unknown: choose one of connect4, tictactoe"),
     (["--learner.min_replay=10"], "learner.min_replay=10 must be between learner.batch_size"),
     (["search.simulations"], "bad override"),
