@@ -46,9 +46,17 @@ def physical_cores() -> int:
     return max(1, count)
 
 
-def default_actor_count() -> int:
-    """Physical cores minus one for the learner, at least one."""
-    return max(1, physical_cores() - 1)
+def default_actor_count(cores: int | None = None) -> int:
+    """Physical cores minus one for the learner; on 1-2 cores, one actor per core.
+
+    A 32x4 learner keeps up with an actor using about a quarter of a core, so on a 2-core
+    machine a core reserved for it sat ~60% idle. Two actors beside the learner there played
+    1.65x the positions of one (380 vs 230 per second) and lowered every Pons error after
+    30 minutes (README, "30 minutes of make train-local"). From 3 cores up the learner keeps
+    its own core: several actors' data is more than a quarter core can train on.
+    """
+    cores = physical_cores() if cores is None else cores
+    return cores if cores <= 2 else cores - 1
 
 
 def _cpu_flags() -> set[str]:

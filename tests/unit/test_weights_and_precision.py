@@ -4,7 +4,7 @@ import pytest
 import torch
 from selfplay.config import ConfigError
 from selfplay.games import ConnectFour
-from selfplay.hardware import precision_for
+from selfplay.hardware import default_actor_count, precision_for
 from selfplay.model import build_model, fold_batchnorm
 from selfplay.weights import SharedWeights, flat_float_state
 
@@ -59,3 +59,8 @@ def test_precision_policy(device, requested, capability, amx, dtype, scaler):
 def test_fp16_on_cpu_is_a_config_error():
     with pytest.raises(ConfigError, match="fp16 needs CUDA"):
         precision_for(torch.device("cpu"), "fp16", None, False)
+
+
+@pytest.mark.parametrize("cores,actors", [(1, 1), (2, 2), (3, 2), (4, 3), (16, 15)])
+def test_default_actor_count_leaves_the_learner_a_core_from_three_cores_up(cores, actors):
+    assert default_actor_count(cores) == actors
