@@ -46,6 +46,11 @@ def physical_cores() -> int:
     return max(1, count)
 
 
+def cores_per_rank() -> int:
+    """This rank's share of the node: torchrun's LOCAL_WORLD_SIZE ranks (one per GPU) split its cores."""
+    return max(1, physical_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def default_actor_count(cores: int | None = None) -> int:
     """Physical cores minus one for the learner; on 1-2 cores, one actor per core.
 

@@ -32,7 +32,7 @@ from .distributed import (
     is_collective_failure,
 )
 from .games import make_game
-from .hardware import default_actor_count, inference_dtype, physical_cores, pick_device, pick_precision
+from .hardware import cores_per_rank, default_actor_count, inference_dtype, pick_device, pick_precision
 from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
@@ -77,9 +77,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     game = make_game(cfg.game.name)
     device = pick_device(cfg.run.device)
     precision = pick_precision(device, cfg.learner.precision)
-    actors = cfg.actors.count or default_actor_count()
+    cores = cores_per_rank()
+    actors = cfg.actors.count or default_actor_count(cores)
     if device.type == "cpu":  # the learner gets the cores the actors leave
-        torch.set_num_threads(max(1, physical_cores() - actors))
+        torch.set_num_threads(max(1, cores - actors))
     seed = cfg.run.seed + 1000 * info.rank
     torch.manual_seed(seed)
     learner = Learner(cfg, game, precision, info, seed)

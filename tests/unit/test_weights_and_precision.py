@@ -4,7 +4,7 @@ import pytest
 import torch
 from selfplay.config import ConfigError
 from selfplay.games import ConnectFour
-from selfplay.hardware import default_actor_count, precision_for
+from selfplay.hardware import cores_per_rank, default_actor_count, physical_cores, precision_for
 from selfplay.model import build_model, fold_batchnorm
 from selfplay.weights import SharedWeights, flat_float_state
 
@@ -64,3 +64,12 @@ def test_fp16_on_cpu_is_a_config_error():
 @pytest.mark.parametrize("cores,actors", [(1, 1), (2, 2), (3, 2), (4, 3), (16, 15)])
 def test_default_actor_count_leaves_the_learner_a_core_from_three_cores_up(cores, actors):
     assert default_actor_count(cores) == actors
+
+
+def test_ranks_on_one_node_split_its_cores(monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert cores_per_rank() == max(1, physical_cores() // 2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")
+    assert cores_per_rank() == max(1, physical_cores() // 64)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert cores_per_rank() == physical_cores()
