@@ -108,6 +108,27 @@ class SelfPlayWorker:
         return out
 
 
+class PolledEvaluator(NetworkEvaluator):
+    """Local inference on this core, refreshed from the learner's weights in shared memory."""
+
+    def __init__(self, cfg: Config, game: Game, weights_name: str, numel: int):
+        self.model = build_model(game, cfg.model.channels, cfg.model.blocks).eval()
+        self.weights = SharedWeights(numel, name=weights_name)
+        self.version = -1
+        super().__init__(self.model, inference_dtype(cfg.actors.precision))
+
+    def sync(self) -> int:
+        """Take newer weights if the learner published some; return the version now held (-1: none yet)."""
+        fresh = self.weights.read_into(self.model, self.version)
+        if fresh != self.version:
+            self.refresh(self.model)
+            self.version = fresh
+        return self.version
+
+    def close(self) -> None:
+        self.weights.close()
+
+
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
                seed: int, leaf: tuple | None = None) -> None:
     """Entry point of one actor process (started with the spawn method).
@@ -121,36 +142,17 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
     cfg = from_dict(config_dict)
     game = make_game(cfg.game.name)
     sample_queue.cancel_join_thread()  # never block exit on undelivered data: the learner is stopping anyway
-    if leaf is None:
-        model = build_model(game, cfg.model.channels, cfg.model.blocks).eval()
-        weights = SharedWeights(numel, name=weights_name)
-    else:
-        slots = LeafSlots(**leaf[0])
-        remote = RemoteEvaluator(slots, actor_id, leaf[1])
+    evaluator = PolledEvaluator(cfg, game, weights_name, numel) if leaf is None else \
+        RemoteEvaluator(LeafSlots(**leaf[0]), actor_id, leaf[1])
     try:
-        if leaf is None:
-            version = -1
-            while version < 0 and not stop_event.is_set():
-                version = weights.read_into(model, version)
-                if version < 0:
-                    time.sleep(0.05)
-            evaluator = NetworkEvaluator(model, inference_dtype(cfg.actors.precision))
-        else:
-            evaluator = remote
-            evaluator(game.encode(game.initial_states(1)))  # learns the served version before the first move
+        while evaluator.sync() < 0 and not stop_event.is_set():
+            time.sleep(0.05)
         worker = SelfPlayWorker(game, evaluator, cfg, np.random.default_rng(seed))
         pending: list[Samples] = []
         last_flush = time.perf_counter()
         started = time.perf_counter()
         while not stop_event.is_set():
-            if leaf is None:
-                fresh = weights.read_into(model, version)
-                if fresh != version:
-                    evaluator.refresh(model)
-                    version = fresh
-            else:
-                version = remote.version
-            finished = worker.step(version)
+            finished = worker.step(evaluator.sync())
             if finished is not None:
                 pending.append(finished)
             now = time.perf_counter()
@@ -169,7 +171,4 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
     except EOFError:  # the learner's leaf server closed its end: the learner is gone or stopping
         pass
     finally:
-        if leaf is None:
-            weights.close()
-        else:
-            slots.close()
+        evaluator.close()

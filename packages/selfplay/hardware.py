@@ -51,7 +51,7 @@ def cores_per_rank() -> int:
     return max(1, physical_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def default_actor_count(cores: int | None = None) -> int:
+def default_actor_count(cores: int) -> int:
     """Physical cores minus one for the learner; on 1-2 cores, one actor per core.
 
     A 32x4 learner keeps up with an actor using about a quarter of a core, so on a 2-core
@@ -60,7 +60,6 @@ def default_actor_count(cores: int | None = None) -> int:
     30 minutes (README, "30 minutes of make train-local"). From 3 cores up the learner keeps
     its own core: several actors' data is more than a quarter core can train on.
     """
-    cores = physical_cores() if cores is None else cores
     return cores if cores <= 2 else cores - 1
 
 

@@ -40,14 +40,13 @@ class LeafSlots:
                  name: str | None = None):
         self.actors, self.capacity = actors, capacity
         self.plane_shape, self.actions = tuple(plane_shape), actions
-        per_leaf = int(np.prod(plane_shape)) + actions + 1
-        size = 4 * actors * capacity * per_leaf
-        self.owner = name is None
-        self.shm = shm_lib.SharedMemory(create=True, size=size) if self.owner else shm_lib.SharedMemory(name=name)
-        self.name = self.shm.name
-        flat = np.ndarray((actors, capacity, per_leaf), dtype=np.float32, buffer=self.shm.buf)
         planes = int(np.prod(plane_shape))
-        self._flat = flat
+        per_leaf = planes + actions + 1
+        self.owner = name is None
+        self.shm = shm_lib.SharedMemory(create=True, size=4 * actors * capacity * per_leaf) if self.owner \
+            else shm_lib.SharedMemory(name=name)
+        self.name = self.shm.name
+        self._flat = flat = np.ndarray((actors, capacity, per_leaf), dtype=np.float32, buffer=self.shm.buf)
         # views into the block; their rows belong to one actor each
         self.planes = flat[:, :, :planes].reshape(actors, capacity, *plane_shape)
         self.logits = flat[:, :, planes:planes + actions]
@@ -91,6 +90,15 @@ class RemoteEvaluator:
         self.calls += 1
         return out
 
+    def sync(self) -> int:
+        """The weights version to stamp the next move with; the first call waits for the server's first answer."""
+        if self.version < 0:
+            self(np.zeros((1, *self.slots.plane_shape), dtype=np.float32))
+        return self.version
+
+    def close(self) -> None:
+        self.slots.close()
+
 
 class LeafServer:
     """The learner's side: a thread that answers every actor's leaves with one forward pass on ``device``."""
@@ -113,10 +121,7 @@ class LeafServer:
 
     def publish(self, model: PolicyValueNet, version: int) -> None:
         """Serve from a folded copy of ``model`` from now on (called by the learner after a step)."""
-        net = fold_batchnorm(model)
-        if self.device.type == "cuda":
-            net = net.to(memory_format=torch.contiguous_format)  # cuDNN picks its own layout
-        self._net, self._version = net, version  # one tuple of references, swapped between batches
+        self._net, self._version = fold_batchnorm(model), version  # references swapped between batches
 
     def start(self) -> None:
         self._thread.start()
@@ -155,9 +160,8 @@ class LeafServer:
         start = time.perf_counter()
         net, version = self._net, self._version
         planes = np.concatenate([self.slots.planes[i, :n] for i, _, n in requests])
-        x = torch.from_numpy(planes).to(self.device, non_blocking=True)
-        if self.device.type == "cpu":
-            x = x.contiguous(memory_format=torch.channels_last)
+        # channels-last like the folded net: oneDNN's fastest layout, and the one tensor cores want
+        x = torch.from_numpy(planes).to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext()
         with torch.inference_mode(), autocast:
             logits, values = net(x)
