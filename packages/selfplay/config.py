@@ -130,7 +130,7 @@ class EvalConfig:
     simulations: int = 25
     """MCTS simulations per graded move (alpha-zero-general's baseline uses 25)."""
     pons_dir: str = ""
-    """Pons test sets; empty = $GANTRY_PONS_DIR, else ../shared/benchmarks/connect4/pons."""
+    """Pons test sets; empty = $GANTRY_PONS_DIR, else the copy shipped in selfplay/data/pons."""
 
     def __post_init__(self):
         _check(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")

@@ -20,6 +20,7 @@ import numpy as np
 
 from .games import ConnectFour
 from .mcts import BatchedMCTS, masked_softmax
+from .stats import eval_key
 
 # (file, name) in the order the README reports them: late game first, hardest last
 PONS_SETS = (
@@ -37,20 +38,19 @@ class EvalError(RuntimeError):
     """The test sets or the solver cannot be used; the message says how to fix it."""
 
 
+PACKAGED_PONS_DIR = Path(__file__).parent / "data" / "pons"  # shipped with the trainer (and so the image)
+
+
 def find_pons_dir(configured: str = "") -> Path:
-    """eval.pons_dir, else $GANTRY_PONS_DIR, else ../shared/benchmarks/connect4/pons beside the repo or cwd.
+    """eval.pons_dir, else $GANTRY_PONS_DIR, else the sets shipped in the package.
 
     A folder named explicitly must hold the sets: a typo is an error, not a silent fallback.
     """
-    explicit = configured or os.environ.get("GANTRY_PONS_DIR", "")
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [explicit] if explicit else [str(repo.parent / "shared/benchmarks/connect4/pons"),
-                                               str(Path.cwd().parent / "shared/benchmarks/connect4/pons")]
-    for c in candidates:
-        if (Path(c) / PONS_SETS[0][0]).is_file():
-            return Path(c)
-    raise EvalError(f"Pons test sets not found in {' or '.join(candidates)}: "
-                    f"set eval.pons_dir or GANTRY_PONS_DIR to the folder holding Test_L1_R1 ...")
+    folder = Path(configured or os.environ.get("GANTRY_PONS_DIR", "") or PACKAGED_PONS_DIR)
+    if (folder / PONS_SETS[0][0]).is_file():
+        return folder
+    raise EvalError(f"Pons test sets not found in {folder}: set eval.pons_dir or GANTRY_PONS_DIR to the folder "
+                    f"holding Test_L1_R1 ..., or unset both to use the sets shipped in {PACKAGED_PONS_DIR}")
 
 
 @dataclass
@@ -157,7 +157,7 @@ def summary(results: dict) -> dict[str, float]:
         if name.startswith("_"):
             continue
         for k in ("policy_weak", "policy_strong", "mcts_weak", "mcts_strong"):
-            out[f"eval/{name}/{k}"] = r[k]
+            out[eval_key(name, k)] = r[k]
     return out
 
 

@@ -60,3 +60,12 @@ def test_missing_sets_say_where_to_point(tmp_path, monkeypatch):
     monkeypatch.setenv("GANTRY_PONS_DIR", str(tmp_path))
     with pytest.raises(evaluate.EvalError, match="set eval.pons_dir or GANTRY_PONS_DIR"):
         evaluate.find_pons_dir(str(tmp_path / "nope"))
+
+
+def test_the_sets_ship_with_the_trainer(monkeypatch):
+    """A fresh clone, the image and every cloud node evaluate with no extra step and no variable."""
+    monkeypatch.delenv("GANTRY_PONS_DIR", raising=False)
+    folder = evaluate.find_pons_dir()
+    assert folder == evaluate.PACKAGED_PONS_DIR
+    for file, _ in evaluate.PONS_SETS:
+        assert len((folder / file).read_text().splitlines()) == 1000
