@@ -2,8 +2,9 @@
 
 ``run.dir`` is a local path or a URL (``gs://bucket/runs/ID``, or any fsspec URL such as
 ``file:///mnt/share/run``). For a URL the trainer works in a local staging folder and, after
-each checkpoint, copies the checkpoint and stats.jsonl up; on start it pulls the newest
-remote checkpoint down, so a Spot VM that comes back resumes where the bucket says.
+each checkpoint, copies the checkpoint, stats.jsonl and the TensorBoard event files (tb/) that
+changed up; on start it pulls the newest remote checkpoint down, so a Spot VM that comes back
+resumes where the bucket says.
 Uploads go to a temporary name first, then move, so a reader never sees half a file.
 """
 
@@ -33,6 +34,7 @@ class RunDir:
             self.local = Path(root) / slug
         else:
             self.local = Path(run_dir)
+        self.pushed: dict[Path, tuple[int, int]] = {}  # event file -> (size, mtime_ns) when last copied up
 
     def pull(self) -> None:
         """Bring the newest remote checkpoint (and the stats so far) into the staging folder."""
@@ -50,16 +52,27 @@ class RunDir:
                 os.replace(tmp, target)
 
     def push(self, *paths: Path) -> None:
-        """Copy files up and drop remote checkpoints that are no longer kept locally."""
+        """Copy files up, with the TensorBoard events that changed, and drop remote checkpoints that are no
+        longer kept locally."""
         if not self.remote:
             return
         self.fs.makedirs(self.root, exist_ok=True)
         for path in paths:
-            part = f"{self.root}/.{path.name}.part"
-            self.fs.put(str(path), part)
-            self.fs.mv(part, f"{self.root}/{path.name}")
+            self._put(path, path.name)
+        for event in sorted((self.local / "tb").rglob("*")):
+            seen = event.stat()
+            if event.is_file() and self.pushed.get(event) != (seen.st_size, seen.st_mtime_ns):
+                self._put(event, event.relative_to(self.local).as_posix())
+                self.pushed[event] = (seen.st_size, seen.st_mtime_ns)
         kept = {p.name for p in checkpoint.list_checkpoints(self.local)}
         for remote in self.fs.ls(self.root, detail=False):
             name = Path(remote).name
             if checkpoint.NAME.match(name) and name not in kept:
                 self.fs.rm(remote)
+
+    def _put(self, path: Path, relative: str) -> None:
+        """Upload under a hidden name, then move: a reader never sees half a file."""
+        folder, _, name = f"{self.root}/{relative}".rpartition("/")
+        self.fs.makedirs(folder, exist_ok=True)
+        self.fs.put(str(path), f"{folder}/.{name}.part")
+        self.fs.mv(f"{folder}/.{name}.part", f"{folder}/{name}")

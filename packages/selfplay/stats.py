@@ -12,6 +12,24 @@ import sys
 import time
 from pathlib import Path
 
+EVAL = "eval"  # namespace of evaluation figures
+
+
+def eval_key(test_set: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
+    return f"{EVAL}/{test_set}/{measure}"
+
+
+def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
+    """{set: value} of one measure in a stats.jsonl record (empty for records without an evaluation)."""
+    figures = {}
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        test_set, _, kind = rest.rpartition("/")
+        if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
+            figures[test_set] = float(value)
+    return figures
+
 
 class RunLog:
     def __init__(self, run_dir: str | Path, enabled: bool = True, stream=None):
@@ -78,8 +96,8 @@ def progress_line(m: dict, last_eval: dict | None) -> str:
     if waiting > 0.2:
         parts.append(f"learner waits {100 * waiting:.0f}% ({m.get('learner/wait_reason', 'no data')})")
     if last_eval:
-        hard = last_eval.get("eval/Begin-Hard/mcts_weak")
-        mid = last_eval.get("eval/Middle-Medium/mcts_weak")
+        hard = last_eval.get(eval_key("Begin-Hard", "mcts_weak"))
+        mid = last_eval.get(eval_key("Middle-Medium", "mcts_weak"))
         if hard is not None:
             parts.append(f"eval weak err: mid-med {100 * mid:.1f}% begin-hard {100 * hard:.1f}%")
     return " | ".join(parts)

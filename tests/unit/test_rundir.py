@@ -1,0 +1,40 @@
+"""A run directory in a bucket: what the trainer mirrors up (file:// stands in for gs://, same fsspec code)."""
+
+from selfplay.rundir import RunDir
+from selfplay.stats import RunLog
+
+
+def test_push_mirrors_checkpoints_stats_and_the_tensorboard_events_that_changed(tmp_path):
+    bucket = tmp_path / "bucket"
+    run = RunDir(f"file://{bucket}/runs/r1", staging_root=str(tmp_path / "staging"))
+    log = RunLog(run.local)  # the trainer's own writer: stats.jsonl and tb/ events
+    log.record(10, {"losses/total": 1.5})
+    log._tb.flush()
+    ckpt = run.local / "ckpt-000000010.pt"
+    ckpt.write_bytes(b"weights")
+    run.push(ckpt, run.local / "stats.jsonl")
+    remote = bucket / "runs" / "r1"
+    events = sorted((remote / "tb").glob("events.out.tfevents.*"))
+    assert (remote / "ckpt-000000010.pt").read_bytes() == b"weights" and (remote / "stats.jsonl").is_file()
+    assert len(events) == 1 and events[0].stat().st_size > 0
+    assert not [p for p in remote.rglob(".*")], "no half-uploaded files stay behind"
+
+    first_size = events[0].stat().st_size
+    log.record(20, {"losses/total": 1.2})
+    log.close()
+    run.push(run.local / "stats.jsonl")
+    assert events[0].stat().st_size > first_size, "the grown event file is copied up again"
+    assert (remote / "stats.jsonl").read_text().count("\n") == 2
+
+
+def test_pull_on_a_fresh_machine_brings_the_newest_checkpoint_and_stats(tmp_path):
+    url = f"file://{tmp_path / 'bucket'}/runs/r2"
+    first = RunDir(url, staging_root=str(tmp_path / "machine-1"))
+    first.local.mkdir(parents=True)
+    for step in (10, 20):
+        (first.local / f"ckpt-{step:09d}.pt").write_bytes(b"w%d" % step)
+    (first.local / "stats.jsonl").write_text('{"step": 20}\n')
+    first.push(first.local / "ckpt-000000010.pt", first.local / "ckpt-000000020.pt", first.local / "stats.jsonl")
+    second = RunDir(url, staging_root=str(tmp_path / "machine-2"))
+    second.pull()
+    assert sorted(p.name for p in second.local.iterdir()) == ["ckpt-000000020.pt", "stats.jsonl"]
