@@ -5,7 +5,7 @@
 
 RUN ?=
 
-.PHONY: run-gcp status logs stop fetch
+.PHONY: run-gcp status logs stop fetch push-train
 
 run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
 	$(PY) -m gantry run $(ARGS)
@@ -19,9 +19,9 @@ logs: $(VENV)/.installed-dev ## the master's trainer output from its serial port
 stop: $(VENV)/.installed-dev ## stop the run gracefully on every node: final checkpoint to the bucket (asks; ARGS=-y)
 	$(PY) -m gantry stop $(ARGS)
 
-fetch: $(VENV)/.installed-dev ## copy a run's checkpoints and stats from the bucket into runs/RUN (make fetch RUN=...)
+fetch: $(VENV)/.installed-dev ## copy a run (checkpoints, stats, TensorBoard events) from the bucket into runs/RUN (make fetch RUN=...)
 	@test -n "$(RUN)" || { echo "gantry: error: no run given. Use make fetch RUN=<run id> (make status shows it)." >&2; exit 2; }
 	$(PY) -m gantry fetch $(RUN) $(ARGS)
 
-push-train: $(VENV)/.installed-dev ## push the built trainer image to the deployment's Artifact Registry repo; run-gcp then pins its digest
-	$(PY) -m gantry.registry $(ARGS)
+push-train: $(VENV)/.installed-dev ## push the built trainer image to the deployment's registry (make build-train does it too)
+	$(PY) -m gantry push $(ARGS)

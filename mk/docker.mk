@@ -1,21 +1,21 @@
-# Docker images of the trainer (docker/, docs/DOCKER.md). Pushing to Artifact Registry is run-gcp's job.
-#   make build-train                      # CPU or CUDA image, from use_gpu in infra/terraform.tfvars (default CPU)
+# Docker images of the trainer (docker/, docs/DOCKER.md).
+#   make build-train                      # CPU or CUDA image (use_gpu in infra/terraform.tfvars), pushed to the deployment
 #   make build-train GPU=1                # the CUDA image whatever tfvars says (GPU=0: the CPU image)
+#   make build-train ARGS=--no-push       # build here only (make train-docker runs it)
 #   make docker-base && make build-train BASE_IMAGE=gantry-base:bookworm    # no registry reachable
 #   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"
 
 GPU          ?=
 BASE_IMAGE   ?=
-IMAGE        ?=
 TRAIN_IMAGE  ?= gantry-trainer:cpu
 TRAIN_CONFIG ?= connect4
 BUILD_FLAGS  ?=
 
 .PHONY: build-train train-docker docker-base
 
-build-train: $(VENV)/.installed-dev ## build the trainer image (CUDA if use_gpu, else CPU) with the local Docker engine
-	$(PY) -m gantry.images build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
-		$(if $(IMAGE),--tag $(IMAGE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(BUILD_FLAGS)
+build-train: $(VENV)/.installed-dev ## build the trainer image (CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
+	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
+		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(BUILD_FLAGS) $(ARGS)
 
 train-docker: ## train in the local CPU image (make build-train first); Ctrl-C checkpoints, runs land in ./runs
 	@mkdir -p runs

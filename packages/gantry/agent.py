@@ -7,9 +7,8 @@ started by systemd (gantry-agent.service, see infra/modules/startup_script). No 
     launcher <--getGuestAttributes-- gantry/agent <--PUT (a few a minute)-- agent
     launcher <--getSerialPortOutput (port 2)-- /dev/ttyS1 <-- trainer output, agent events
 
-The run spec (JSON in attribute gantry-run): run_id, image (a digest), args (trainer flags), node_rank,
-nnodes, master_addr, master_port, nproc_per_node (null: the image decides), gpu, action (start | stop),
-launched_at (a launch's identity: the same run resumed is a new launch).
+The run spec (JSON in attribute gantry-run) is ``RunSpec`` below: the launch contract, defined here
+once and imported by the launcher (gantry.runs), since this stdlib-only file is what the nodes run.
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
@@ -20,6 +19,8 @@ GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command line), GANTRY_AGENT_POWEROFF
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 import json
 import os
 import random
@@ -33,8 +34,89 @@ import time
 import urllib.error
 import urllib.request
 
-STEP_LINE = re.compile(r"\bstep (\d+) \|")  # the trainer's progress line: "step 680 | games 2.1k | ..."
-CONTAINER_PREFIX = "gantry-run-"
+# ---- the launch contract: the launcher (gantry.runs, gantry.cli) imports these -------------------------------
+RUN_KEY = "gantry-run"  # instance metadata key of the run spec (Terraform outputs it as run_metadata_key)
+NAMESPACE = "gantry"  # guest-attribute namespace (Terraform: guest_attribute_namespace); boot state is NAMESPACE/boot
+REPORT_KEY = "agent"  # the agent's one guest attribute, NAMESPACE/REPORT_KEY: a JSON report (Agent.report)
+DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
+ACTIVE_STATES = ("pulling", "running", "restarting", "stopping")  # a run holds the node
+DONE_STATES = ("finished", "stopped")
+STATES = ("idle", *ACTIVE_STATES, *DONE_STATES, "error", "powering-off")
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+STAGING = "/runs/staging"  # the container's local copy of a bucket run dir (GANTRY_STAGING), under the mount
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What one node runs: the same run and trainer flags on every node, each node its rank.
+
+    ``launched_at`` is a launch's identity: the same run resumed is a new launch the agent acts on."""
+
+    run_id: str
+    image: str  # a digest-pinned reference: every node runs the same bits
+    node_rank: int
+    nnodes: int
+    master_addr: str
+    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS)
+    master_port: int = DEFAULT_MASTER_PORT
+    nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
+    gpu: bool = False
+    action: str = "start"  # start | stop
+    launched_at: str = ""
+
+    def __post_init__(self):
+        if not RUN_ID.fullmatch(str(self.run_id)):
+            raise ValueError(f"run_id {self.run_id!r} (lowercase letters, digits, . _ -; at most 63)")
+        if self.action not in ("start", "stop"):
+            raise ValueError(f"action {self.action!r} (start or stop)")
+        if not 0 <= int(self.node_rank) < int(self.nnodes):
+            raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
+        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+
+    @property
+    def launch_id(self) -> str:
+        return f"{self.run_id}@{self.launched_at}"
+
+    @property
+    def container(self) -> str:
+        """The container's name: one per run and node, so nodes sharing an engine never collide."""
+        return f"gantry-run-{self.run_id}-{self.node_rank}"
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> RunSpec:
+        """The spec from the metadata value; ValueError names what is wrong."""
+        try:
+            data = json.loads(raw)
+            fields = {f.name for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in fields and v is not None})
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(str(exc)) from None
+
+
+def newest_record(folder: str, kind: str = "train") -> dict | None:
+    """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the trainer's own
+    output: selfplay.stats.RunLog writes train records every few seconds, eval records beside them)."""
+    files = glob.glob(os.path.join(folder, "**", "stats.jsonl"), recursive=True)
+    if not files:
+        return None
+    try:
+        with open(max(files, key=os.path.getmtime), "rb") as stats:
+            stats.seek(0, os.SEEK_END)
+            stats.seek(max(0, stats.tell() - 16384))
+            lines = stats.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the first line of the tail, cut in half, or a line being written
+        if isinstance(record, dict) and record.get("kind") == kind and "step" in record:
+            return record
+    return None
 
 
 class Settings:
@@ -43,10 +125,9 @@ class Settings:
     def __init__(self, environ=os.environ):
         get = lambda name, default: environ.get(name) or default
         self.metadata_url = get("GANTRY_METADATA_URL", "http://metadata.google.internal/computeMetadata/v1")
-        self.run_key = get("GANTRY_RUN_METADATA_KEY", "gantry-run")
-        self.namespace = get("GANTRY_GUEST_ATTRIBUTES_NAMESPACE", "gantry")
+        self.run_key = get("GANTRY_RUN_METADATA_KEY", RUN_KEY)
+        self.namespace = get("GANTRY_GUEST_ATTRIBUTES_NAMESPACE", NAMESPACE)
         self.registry_host = get("GANTRY_REGISTRY_HOST", "")
-        self.use_gpu = get("GANTRY_USE_GPU", "false").lower() == "true"
         self.idle_minutes = float(get("GANTRY_IDLE_SHUTDOWN_MINUTES", "0"))  # 0 = never power off
         self.log_file = get("GANTRY_AGENT_LOG_FILE", "")
         self.docker = shlex.split(get("GANTRY_AGENT_DOCKER", "docker"))
@@ -55,6 +136,8 @@ class Settings:
         self.state_dir = get("GANTRY_AGENT_STATE_DIR", "/var/lib/gantry")
         self.runs_dir = get("GANTRY_AGENT_RUNS_DIR", os.path.join(self.state_dir, "runs"))
         self.shm_size = get("GANTRY_AGENT_SHM_SIZE", "4g")  # actors share weights through /dev/shm
+        # Site-specific `docker run` flags (a mount, --cpus): the node twin mounts its local bucket with it.
+        self.extra_run_args = shlex.split(get("GANTRY_AGENT_DOCKER_RUN_ARGS", ""))
         # How long one wait_for_change request hangs: also how soon a crashed trainer is noticed.
         self.watch_seconds = float(get("GANTRY_AGENT_WATCH_SECONDS", "30"))
         self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", "25"))  # Spot gives ~30 s
@@ -130,7 +213,7 @@ class Agent:
         self.etag = ""
         self.spec = None
         self.state, self.detail = "idle", ""
-        self.step, self.progress = None, ""
+        self.step, self.figures = None, {}
         self.container = None  # name of the container this agent started or adopted
         self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
         self.launch, self.crashes, self.next_start = "", 0, 0.0
@@ -138,7 +221,6 @@ class Agent:
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
-        self.lock = threading.Lock()
         self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
 
     # ---- output ----
@@ -176,6 +258,7 @@ class Agent:
                 time.sleep(delay)
                 continue
             self.reconcile()
+            self.read_progress()
             self.publish()
             self.check_idle()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
@@ -184,23 +267,23 @@ class Agent:
 
     def reconcile(self) -> None:
         spec = self.spec
-        if spec is None or spec["action"] == "stop":
-            name = CONTAINER_PREFIX + spec["run_id"] if spec else self.container
+        if spec is None or spec.action == "stop":
+            name = spec.container if spec else self.container
             if name and self.container_status(name)[0] == "running":
                 self.stop_container(name, "the run spec says stop" if spec else "no run spec")
             if spec is not None:
-                self.set_state("stopped", f"run {spec['run_id']} stopped")
+                self.set_state("stopped", f"run {spec.run_id} stopped")
             elif self.state not in ("idle", "powering-off"):
                 self.set_state("idle", "")
             return
-        name = CONTAINER_PREFIX + spec["run_id"]
+        name = spec.container
         if self.container and self.container != name and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, f"a new run {spec['run_id']} replaces it")
+            self.stop_container(self.container, f"a new run {spec.run_id} replaces it")
         self.container = name
-        if launch_id(spec) != self.launch:
-            self.launch, self.crashes, self.next_start = launch_id(spec), 0, 0.0
-        if launch_id(spec) in self.load_finished():
-            self.set_state("finished", f"run {spec['run_id']} finished")
+        if spec.launch_id != self.launch:
+            self.launch, self.crashes, self.next_start = spec.launch_id, 0, 0.0
+        if spec.launch_id in self.load_finished():
+            self.set_state("finished", f"run {spec.run_id} finished")
             return
         status, code = self.container_status(name)
         if status == "running":
@@ -211,9 +294,9 @@ class Agent:
         if status == "exited" and name in self.seen_running:
             self.seen_running.discard(name)
             if code == 0:
-                self.log(f"run {spec['run_id']} finished (trainer exited 0)")
-                self.save_finished(launch_id(spec))
-                self.set_state("finished", f"run {spec['run_id']} finished")
+                self.log(f"run {spec.run_id} finished (trainer exited 0)")
+                self.save_finished(spec.launch_id)
+                self.set_state("finished", f"run {spec.run_id} finished")
                 return
             self.crashes += 1
             delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
@@ -223,7 +306,7 @@ class Agent:
         if time.monotonic() < self.next_start:
             return
         # Not running: never started, crashed, or left over from before a reboot or preemption.
-        self.start_container(spec, name)
+        self.start_container(spec)
 
     # ---- the container ----
     def docker(self, *args, input_text=None, timeout=120):
@@ -237,27 +320,49 @@ class Agent:
         status, _, code = result.stdout.strip().partition(" ")
         return status, int(code or 0)
 
-    def start_container(self, spec: dict, name: str) -> None:
-        self.set_state("pulling", spec["image"])
+    def run_folder(self, spec: RunSpec) -> str:
+        """The host folder mounted at /runs: one per run, so its stats.jsonl is this run's."""
+        return os.path.join(self.s.runs_dir, spec.run_id)
+
+    def start_container(self, spec: RunSpec) -> None:
+        self.set_state("pulling", spec.image)
         self.publish()
         try:
             self.login()
-            self.run_docker_checked("pull", spec["image"], timeout=1800)
-            self.docker("rm", "-f", name, timeout=60)
-            os.makedirs(self.s.runs_dir, exist_ok=True)
-            self.run_docker_checked(*docker_run_args(spec, name, self.s), timeout=300)
-        except (RuntimeError, MetadataError, subprocess.TimeoutExpired) as exc:
+            self.run_docker_checked("pull", spec.image, timeout=1800)
+            self.docker("rm", "-f", spec.container, timeout=60)
+            self.prepare_run_folder(spec)
+            self.run_docker_checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
+        except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
             self.crashes += 1
             delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
             self.next_start = time.monotonic() + delay
-            self.log(f"could not start run {spec['run_id']}: {exc}; retrying in {delay:.0f} s")
+            self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
             self.set_state("error", str(exc)[:200])
             return
-        self.log(f"started run {spec['run_id']} as node {spec['node_rank']}/{spec['nnodes']} ({spec['image']})")
-        self.seen_running.add(name)
-        self.step, self.progress = None, ""
-        self.ensure_follower(name, fresh=True)
+        self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
+        self.seen_running.add(spec.container)
+        self.step, self.figures = None, {}
+        self.ensure_follower(spec.container, fresh=True)
         self.set_state("running", "")
+
+    def prepare_run_folder(self, spec: RunSpec) -> None:
+        """Make the run folder writable for the image's user: the agent is root, the trainer is not.
+
+        The image declares its user (Dockerfile USER 1000:1000): a numeric one gets the folder; a named
+        one (unknown on this host) gets a folder anyone may write, as on a single-tenant VM."""
+        folder = self.run_folder(spec)
+        os.makedirs(folder, exist_ok=True)
+        user = self.docker("image", "inspect", "--format", "{{.Config.User}}", spec.image, timeout=60).stdout.strip()
+        uid, _, gid = user.partition(":")
+        if not user or uid in ("0", "root"):
+            return
+        if uid.isdigit() and (not gid or gid.isdigit()):
+            for root, dirs, files in os.walk(folder):  # a folder left by an earlier launch may hold root's files
+                for path in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                    os.chown(path, int(uid), int(gid or uid))
+        else:
+            os.chmod(folder, 0o1777)
 
     def run_docker_checked(self, *args, timeout=120):
         result = self.docker(*args, timeout=timeout)
@@ -291,20 +396,24 @@ class Agent:
         self.follower.start()
 
     def follow_output(self, name: str) -> None:
-        """Copy the container's output to the serial port and pick the step out of progress lines."""
+        """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
         process = subprocess.Popen([*self.s.docker, "logs", "-f", name], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, errors="replace")
         with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
                 else open(os.devnull, "w") as serial:
             for line in process.stdout:
-                line = line.rstrip("\n")
-                serial.write(line + "\n")
+                serial.write(line)
                 serial.flush()
-                match = STEP_LINE.search(line)
-                if match:
-                    with self.lock:
-                        self.step, self.progress = int(match.group(1)), line[-200:]
         process.wait()
+
+    def read_progress(self) -> None:
+        """The step and headline figures from the newest record of the run's stats.jsonl (rank 0's node)."""
+        if self.spec is None or self.spec.action != "start":
+            return
+        record = newest_record(self.run_folder(self.spec))
+        if record is not None:
+            self.step = int(record["step"])
+            self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
     def set_state(self, state: str, detail: str) -> None:
@@ -317,10 +426,9 @@ class Agent:
             self.idle_since = time.monotonic()
 
     def report(self) -> dict:
-        spec = self.spec or {}
-        with self.lock:
-            return {"state": self.state, "run": spec.get("run_id", ""), "node_rank": spec.get("node_rank"),
-                    "step": self.step, "progress": self.progress, "detail": self.detail}
+        spec = self.spec
+        return {"state": self.state, "run": spec.run_id if spec else "", "node_rank": spec.node_rank if spec else None,
+                "step": self.step, "figures": self.figures, "detail": self.detail}
 
     def publish(self) -> None:
         report = self.report()
@@ -330,11 +438,11 @@ class Agent:
         if not self.reports.take():
             return  # the next loop tries again: the newest report wins, none queue up
         try:
-            self.metadata.put_guest_attribute(self.s.namespace, "agent",
+            self.metadata.put_guest_attribute(self.s.namespace, REPORT_KEY,
                                               json.dumps({**report, "heartbeat": int(time.time())}))
             self.published, self.published_at = report, time.monotonic()
         except MetadataError as exc:
-            self.log(f"could not write guest attribute {self.s.namespace}/agent: {exc}")
+            self.log(f"could not write guest attribute {self.s.namespace}/{REPORT_KEY}: {exc}")
 
     def check_idle(self) -> None:
         if self.s.idle_minutes <= 0 or self.idle_since is None or self.powered_off:
@@ -374,46 +482,36 @@ class Agent:
             self.log(f"could not record the finished run in {self.finished_file}: {exc}")
 
 
-REQUIRED = ("run_id", "image", "node_rank", "nnodes", "master_addr", "action")
+# The stats.jsonl keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how
+# `gantry status` shows each.
+REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
+                    "charts/simulations_per_s": "{:,.0f} simulations/s", "losses/total": "loss {:.3f}"}
 
 
-def parse_spec(raw, log):
+def parse_spec(raw, log) -> RunSpec | None:
     """The run spec from the attribute's text; None when absent or unusable (logged)."""
     if not raw:
         return None
     try:
-        spec = json.loads(raw)
-        missing = [key for key in REQUIRED if key not in spec]
-        if missing or spec["action"] not in ("start", "stop"):
-            raise ValueError(f"missing {missing}" if missing else f"action {spec['action']!r}")
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", spec["run_id"]):
-            raise ValueError(f"run_id {spec['run_id']!r} (lowercase letters, digits, . _ -)")
-    except (ValueError, TypeError) as exc:
+        return RunSpec.from_json(raw)
+    except ValueError as exc:
         log(f"ignoring an unusable run spec: {exc}")
         return None
-    spec.setdefault("args", [])
-    spec.setdefault("master_port", 29500)
-    spec.setdefault("launched_at", "")
-    return spec
 
 
-def launch_id(spec: dict) -> str:
-    return f"{spec['run_id']}@{spec['launched_at']}"
-
-
-def docker_run_args(spec: dict, name: str, s: Settings) -> list[str]:
-    env = {"NNODES": spec["nnodes"], "NODE_RANK": spec["node_rank"], "MASTER_ADDR": spec["master_addr"],
-           "MASTER_PORT": spec["master_port"], "GANTRY_RUN_ID": spec["run_id"],
-           "GANTRY_STAGING": "/runs/staging"}  # the bucket mirror's local copy survives container restarts
-    if spec.get("nproc_per_node"):
-        env["NPROC_PER_NODE"] = spec["nproc_per_node"]
-    args = ["run", "-d", "--name", name, "--network", "host", "--shm-size", s.shm_size,
-            "--label", f"gantry-run={spec['run_id']}", "-v", f"{s.runs_dir}:/runs"]
-    if spec.get("gpu", s.use_gpu):
+def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
+    env = {"NNODES": spec.nnodes, "NODE_RANK": spec.node_rank, "MASTER_ADDR": spec.master_addr,
+           "MASTER_PORT": spec.master_port, "GANTRY_RUN_ID": spec.run_id,
+           "GANTRY_STAGING": STAGING}  # the bucket mirror's local copy survives container restarts
+    if spec.nproc_per_node:
+        env["NPROC_PER_NODE"] = spec.nproc_per_node
+    args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", s.shm_size,
+            "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
+    if spec.gpu:
         args += ["--gpus", "all"]
     for key, value in env.items():
         args += ["-e", f"{key}={value}"]
-    return [*args, spec["image"], *[str(a) for a in spec["args"]]]
+    return [*args, spec.image, *spec.args]
 
 
 def _writable(path: str) -> bool:

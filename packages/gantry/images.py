@@ -6,22 +6,18 @@ root filtered by .dockerignore, plus two things this module adds to it without t
 local wheels (docker/wheels/ in the context, tried before any index, so a CPU torch wheel on disk
 builds the CPU image offline) and extra CA certificates (docker/certs/, for TLS-intercepting proxies).
 
-    python -m gantry.images build                 # use_gpu from infra/terraform.tfvars, else CPU
-    python -m gantry.images build --gpu --tag gantry-trainer:cuda
-    python -m gantry.images build --base-image gantry-base:bookworm --wheel-dir /opt/wheels
-
-Pushing to Artifact Registry is the run launcher's job; this module only builds.
+Images are built for linux/amd64 whatever the laptop is (the nodes are x86 VMs: an Apple-silicon
+laptop must not ship an arm64 image). The CLI verbs `gantry build` (make build-train: build, then
+push) and `gantry push` (make push-train) live in gantry/cli/build.py; pushing is gantry/registry.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -29,13 +25,30 @@ from gantry.errors import GantryError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {False: "docker/Dockerfile.cpu", True: "docker/Dockerfile.cuda"}
-DEFAULT_TAGS = {False: "gantry-trainer:cpu", True: "gantry-trainer:cuda"}
+IMAGE_NAME = "gantry-trainer"
+PLATFORM = "linux/amd64"  # what the VMs run
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")  # Debian/Ubuntu's place for locally added CAs
 NO_ENGINE_FIX = "Start Docker Desktop or `sudo systemctl start docker` (CI: scripts/ci-setup.d/20-docker.sh)"
 
 
 class ImageBuildError(GantryError):
     """No engine, a bad input, or a failed build step; the message names it and the fix."""
+
+
+# ---- names ------------------------------------------------------------------------------------------
+
+def flavour(use_gpu: bool) -> str:
+    """The image's tag: cuda on GPU deployments, cpu otherwise (locally and in the registry)."""
+    return "cuda" if use_gpu else "cpu"
+
+
+def local_tag(use_gpu: bool) -> str:
+    return f"{IMAGE_NAME}:{flavour(use_gpu)}"
+
+
+def repository_image(repository_url: str, use_gpu: bool) -> str:
+    """REPO/gantry-trainer:cpu|cuda: what `gantry build` pushes and `gantry run` launches by default."""
+    return f"{repository_url}/{IMAGE_NAME}:{flavour(use_gpu)}"
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
@@ -153,7 +166,7 @@ def build_image(use_gpu: bool, tag: str, build_args: dict | None = None, progres
         stream = client.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
                                   buildargs={k: str(v) for k, v in (build_args or {}).items()},
                                   decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
-                                  network_mode=network_mode)
+                                  network_mode=network_mode, platform=PLATFORM)
         for chunk in stream:
             if "error" in chunk:
                 detail = chunk["error"].strip().splitlines()[-1] if chunk["error"].strip() else "unknown error"
@@ -165,9 +178,13 @@ def build_image(use_gpu: bool, tag: str, build_args: dict | None = None, progres
                     progress(line)
                 if line.startswith("Successfully built "):
                     image_id = image_id or line.split()[-1]
-    if image_id is None:  # the classic builder does not always send aux; the tag is authoritative
-        image_id = client.images.get(tag).id
-    return image_id
+    image = client.images.get(tag)  # the classic builder does not always send aux; the tag is authoritative
+    architecture = f"{image.attrs.get('Os')}/{image.attrs.get('Architecture')}"
+    if architecture != PLATFORM:
+        raise ImageBuildError(f"{tag} was built for {architecture}, but the nodes run {PLATFORM}",
+                              "Enable emulation in Docker Desktop (Settings > General > Use Rosetta / QEMU) "
+                              "and build again.")
+    return image_id or image.id
 
 
 def fix_for(detail: str) -> str:
@@ -183,59 +200,3 @@ def fix_for(detail: str) -> str:
 
 def image_size_mb(tag: str) -> float:
     return docker_client().images.get(tag).attrs["Size"] / 1e6
-
-
-# ---- command line (called by mk/docker.mk) ----------------------------------------------------------------
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gantry.images",
-                                     description="Build the trainer image (CPU or CUDA) with the local Docker engine.")
-    sub = parser.add_subparsers(dest="verb", required=True)
-    build = sub.add_parser("build", help="build docker/Dockerfile.cpu or .cuda (use_gpu from infra/terraform.tfvars)")
-    flavour = build.add_mutually_exclusive_group()
-    flavour.add_argument("--gpu", dest="use_gpu", action="store_true", default=None, help="the CUDA image")
-    flavour.add_argument("--cpu", dest="use_gpu", action="store_false", help="the CPU image")
-    build.add_argument("--tag", help="image tag (default gantry-trainer:cpu or gantry-trainer:cuda)")
-    build.add_argument("--base-image", help="BASE_IMAGE build arg (e.g. gantry-base:bookworm from make docker-base)")
-    build.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE", help="any build arg")
-    build.add_argument("--wheel-dir", type=Path, default=None,
-                       help="local wheels tried before any index (default: GANTRY_WHEEL_DIR or pip's find-links)")
-    build.add_argument("--no-wheels", action="store_true", help="take torch from TORCH_INDEX_URL only")
-    build.add_argument("--ca-cert", action="append", type=Path, default=[],
-                       help="extra CA certificate (PEM) to trust in the build and the image; repeatable")
-    build.add_argument("--no-host-ca-certs", action="store_true",
-                       help=f"do not add this host's locally added CAs ({HOST_CA_DIR}/*.crt)")
-    build.add_argument("--network", default="host", help="network for RUN steps (default host; 'default' = engine's)")
-    build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
-    args = parser.parse_args(argv)
-
-    try:
-        use_gpu = use_gpu_from_tfvars() if args.use_gpu is None else args.use_gpu
-        build_args = {}
-        for item in args.build_arg:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ImageBuildError(f"--build-arg {item!r} has no '='", "Write --build-arg KEY=VALUE.")
-            build_args[key] = value
-        if args.base_image:
-            build_args["BASE_IMAGE"] = args.base_image
-        wheel_dir = None if args.no_wheels else (args.wheel_dir or default_wheel_dir())
-        certs = ([] if args.no_host_ca_certs else default_ca_certs()) + args.ca_cert
-        start = time.monotonic()
-        tag = args.tag or DEFAULT_TAGS[use_gpu]
-        image_id = build_image(use_gpu, tag, build_args, wheel_dir=wheel_dir, ca_certs=certs,
-                               network_mode=None if args.network == "default" else args.network,
-                               nocache=args.no_cache)
-        print(f"gantry: built {tag} ({image_id[:19]}, {image_size_mb(tag):.0f} MB) in "
-              f"{time.monotonic() - start:.0f} s")
-    except ImageBuildError as e:
-        print(f"gantry: error: {e.line()}", file=sys.stderr)
-        return int(e.status)
-    except KeyboardInterrupt:
-        print("\ngantry: build interrupted; run it again: finished layers are cached.", file=sys.stderr)
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

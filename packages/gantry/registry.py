@@ -1,130 +1,159 @@
-"""Push the trainer image to the deployment's Artifact Registry repository; runs use its digest.
+"""The deployment's image registry: push the trainer image, and ask the registry what it holds.
 
-Authentication is the user's Google credentials (Application Default Credentials): an OAuth
-access token is a valid registry password for the user ``oauth2accesstoken``, so no
-``gcloud auth configure-docker`` and no stored password is needed. The pushed digest is
-recorded in ``.gantry/image-<use>.json`` so ``gantry run`` pins ``repo/gantry-trainer@sha256:…``
-instead of a tag that may move.
+Authentication is the user's Google credentials (Application Default Credentials): an OAuth access
+token is a valid registry password for the user ``oauth2accesstoken``, so no ``gcloud auth
+configure-docker`` and no stored password is needed. Nothing is recorded on the laptop: ``gantry run``
+asks the registry for the digest behind ``REPO/gantry-trainer:cpu`` (or ``:cuda``) and pins the nodes
+to it, so a run started from any machine launches exactly what ``make build-train`` pushed, and an
+image that was never pushed is refused before any node is touched.
+
+The registry protocol is the Docker/OCI distribution API (``HEAD /v2/NAME/manifests/REF``) with its
+bearer-token handshake, which Artifact Registry and the reference registry server both speak. A
+registry on a loopback address (a local test registry) is spoken to over plain HTTP without
+credentials, as the Docker engine itself does.
 """
 
 from __future__ import annotations
 
+import base64
+import ipaddress
 import json
-import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 from gantry.errors import GantryError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PUSHED = REPO_ROOT / ".gantry"
-IMAGE_NAME = "gantry-trainer"
+# The manifest kinds a pushed image may have: Docker schema 2 (classic builder) and OCI / manifest lists (buildx).
+MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json, "
+                  "application/vnd.docker.distribution.manifest.list.v2+json, "
+                  "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
+BUILD_FIX = "Run `make build-train` (it builds and pushes to the deployment's repository), or name one with --image."
 
 
-class PushError(GantryError):
+class RegistryError(GantryError):
     pass
 
 
-def registry_host(repository_url: str) -> str:
-    """'us-central1-docker.pkg.dev/proj/repo' -> 'us-central1-docker.pkg.dev'."""
-    host = repository_url.split("/", 1)[0]
-    if not host or "/" not in repository_url:
-        raise PushError(f"image repository {repository_url!r} is not HOST/PROJECT/REPO",
-                        "Run `make apply` first: its output image_repository_url names the repository.")
-    return host
+def split_reference(image: str) -> tuple[str, str, str]:
+    """'HOST/PATH/NAME:TAG' or 'HOST/PATH/NAME@sha256:…' -> (host, 'PATH/NAME', 'TAG' or 'sha256:…')."""
+    host, _, rest = image.partition("/")
+    if not rest or "." not in host and ":" not in host and host != "localhost":
+        raise RegistryError(f"image {image!r} names no registry host",
+                            "Give a full reference such as us-central1-docker.pkg.dev/PROJECT/REPO/gantry-trainer:cpu.")
+    if "@" in rest:
+        name, _, reference = rest.partition("@")
+    else:
+        name, _, reference = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "latest")
+    return host, name, reference
 
 
-def google_registry_auth() -> dict:
-    """Docker auth_config from Application Default Credentials (a short-lived access token)."""
+def is_loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0].strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def google_access_token() -> str:
+    """A short-lived OAuth token from Application Default Credentials."""
     from google.auth.transport.requests import Request
 
     from gantry.gcp import find_credentials
 
     credentials, _ = find_credentials()
     credentials.refresh(Request())
-    return {"username": "oauth2accesstoken", "password": credentials.token}
+    return credentials.token
 
 
-def push(local_image: str, repository_url: str, tag: str, auth: dict | None,
+def push_auth(host: str) -> dict | None:
+    """docker SDK auth_config for pushing to ``host``: none for a loopback registry."""
+    return None if is_loopback(host) else {"username": "oauth2accesstoken", "password": google_access_token()}
+
+
+def _bearer_token(challenge: str, password: Callable[[], str]) -> str:
+    """The distribution spec's token handshake: GET realm?service=…&scope=… with Basic credentials."""
+    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    if "realm" not in params:
+        raise RegistryError(f"the registry asked for {challenge!r}", "Check the repository URL (make apply output).")
+    query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
+    basic = base64.b64encode(f"oauth2accesstoken:{password()}".encode()).decode()
+    request = urllib.request.Request(f"{params['realm']}?{query}", headers={"Authorization": f"Basic {basic}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            body = json.load(answer)
+    except urllib.error.HTTPError as e:
+        raise RegistryError(f"the registry refused your credentials (HTTP {e.code})",
+                            "Run `gcloud auth application-default login`; your account needs "
+                            "roles/artifactregistry.reader on the repository.") from None
+    return body.get("token") or body.get("access_token", "")
+
+
+def manifest_digest(image: str, password: Callable[[], str] = google_access_token) -> str | None:
+    """The digest the registry serves for ``image`` (tag or digest), or None when it has no such image."""
+    host, name, reference = split_reference(image)
+    scheme = "http" if is_loopback(host) else "https"
+    url = f"{scheme}://{host}/v2/{name}/manifests/{reference}"
+    headers = {"Accept": MANIFEST_TYPES}
+    for _ in range(2):
+        request = urllib.request.Request(url, method="HEAD", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.headers.get("Docker-Content-Digest") or (reference if reference.startswith("sha256:")
+                                                                      else None)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            challenge = e.headers.get("WWW-Authenticate", "")
+            if e.code == 401 and challenge.lower().startswith("bearer") and "Authorization" not in headers:
+                headers["Authorization"] = f"Bearer {_bearer_token(challenge[len('bearer'):].strip(), password)}"
+                continue
+            raise RegistryError(f"the registry at {host} answered HTTP {e.code} for {name}:{reference}",
+                                "Check the repository (make apply output) and your access to it.") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise RegistryError(f"cannot reach the registry at {host} ({getattr(e, 'reason', e)})",
+                                "Check your network; `make apply` creates the repository.") from None
+    raise RegistryError(f"the registry at {host} refused the token it issued", "Run the command again.")
+
+
+def pinned(image: str, password: Callable[[], str] = google_access_token) -> str:
+    """``image`` pinned to the digest the registry holds; refused with the fix when it holds none."""
+    digest = manifest_digest(image, password)
+    if digest is None:
+        raise RegistryError(f"image {image} is not in the registry", BUILD_FIX)
+    host, name, _ = split_reference(image)
+    return f"{host}/{name}@{digest}"
+
+
+def push(local_image: str, target: str, tag: str, auth: dict | None,
          progress: Callable[[str], None] = print) -> str:
-    """Tag and push; return the pinned reference ``REPO/gantry-trainer@sha256:…``."""
+    """Tag ``local_image`` as ``target:tag``, push it, and return ``target@sha256:…``."""
+    import docker
     from gantry.images import docker_client
 
-    registry_host(repository_url)
     client = docker_client()
-    target = f"{repository_url}/{IMAGE_NAME}"
     try:
         client.images.get(local_image).tag(target, tag)
-    except Exception as e:  # docker.errors.ImageNotFound and friends
-        raise PushError(f"no local image {local_image} ({type(e).__name__})",
-                        "Build it first: make build-train.") from None
-    digest = ""
-    last = ""
+    except docker.errors.ImageNotFound:
+        raise RegistryError(f"no local image {local_image}", "Build it first: make build-train.") from None
+    digest, last = "", ""
     for event in client.api.push(target, tag=tag, stream=True, decode=True, auth_config=auth):
         if "error" in event:
             detail = event.get("errorDetail", {}).get("message") or event["error"]
             fix = ("Check `gcloud auth application-default login` and that your account may write to the "
                    "repository (roles/artifactregistry.writer)." if "denied" in detail or "unauthorized" in detail
                    else "See the message above; `make apply` creates the repository.")
-            raise PushError(f"pushing {target}:{tag} failed: {detail}", fix)
+            raise RegistryError(f"pushing {target}:{tag} failed: {detail}", fix)
         digest = event.get("aux", {}).get("Digest", digest)
         status = " ".join(str(event.get(k, "")) for k in ("id", "status") if event.get(k))
         if status and status != last:
             progress(status)
             last = status
     if not digest:
-        raise PushError(f"the registry accepted {target}:{tag} but reported no digest", "Push again.")
-    pinned = f"{target}@{digest}"
-    progress(f"pushed {pinned}")
-    return pinned
-
-
-def record(pinned: str, use_gpu: bool, where: Path = PUSHED) -> Path:
-    where.mkdir(exist_ok=True)
-    path = where / f"image-{'cuda' if use_gpu else 'cpu'}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"image": pinned}) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def recorded(use_gpu: bool, repository_url: str, where: Path = PUSHED) -> str | None:
-    """The digest-pinned image of the last push to this repository, if any."""
-    path = where / f"image-{'cuda' if use_gpu else 'cpu'}.json"
-    try:
-        image = json.loads(path.read_text())["image"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return image if image.startswith(f"{repository_url}/") else None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m gantry.registry [--gpu]`: push the locally built image to the repository from terraform."""
-    import argparse
-    import sys
-
-    from gantry.images import use_gpu_from_tfvars
-    from gantry.terraform import Terraform
-
-    ap = argparse.ArgumentParser(prog="gantry.registry", description="push the trainer image (make build-train)")
-    ap.add_argument("--gpu", action="store_true", default=None, help="the CUDA image (default: use_gpu in tfvars)")
-    ap.add_argument("--repository", default="", help="default: terraform output image_repository_url")
-    args = ap.parse_args(argv)
-    use_gpu = use_gpu_from_tfvars() if args.gpu is None else args.gpu
-    try:
-        repository = args.repository or str(Terraform(REPO_ROOT / "infra").outputs().get("image_repository_url", ""))
-        if not repository:
-            raise PushError("no image repository: Terraform has no output image_repository_url",
-                            "Run `make apply` first.")
-        tag = "cuda" if use_gpu else "cpu"
-        auth = None if os.environ.get("GANTRY_REGISTRY_NO_AUTH") else google_registry_auth()
-        pinned = push(f"{IMAGE_NAME}:{tag}", repository, tag, auth)
-        print(f"recorded in {record(pinned, use_gpu)}; `make run-gcp` will use it")
-    except GantryError as e:
-        print(f"gantry: error: {e.line()}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        raise RegistryError(f"the registry accepted {target}:{tag} but reported no digest", "Push again.")
+    return f"{target}@{digest}"

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from gantry.agent import ACTIVE_STATES, NAMESPACE, REPORT_KEY, REPORTED_FIGURES, RUN_KEY, RunSpec
 from gantry.errors import GantryError
 from gantry.gcp import Compute
 
@@ -46,8 +47,8 @@ class Cluster:
     repository: str  # REGION-docker.pkg.dev/PROJECT/REPO
     bucket: str
     use_gpu: bool
-    run_key: str = "gantry-run"
-    namespace: str = "gantry"
+    run_key: str = RUN_KEY
+    namespace: str = NAMESPACE
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, object]) -> Cluster:
@@ -60,8 +61,8 @@ class Cluster:
                    master_address=str(outputs["master_address"]),
                    repository=str(outputs.get("image_repository_url", "")), bucket=str(outputs.get("bucket", "")),
                    use_gpu=bool(outputs.get("use_gpu", False)),
-                   run_key=str(outputs.get("run_metadata_key") or "gantry-run"),
-                   namespace=str(outputs.get("guest_attribute_namespace") or "gantry"))
+                   run_key=str(outputs.get("run_metadata_key") or RUN_KEY),
+                   namespace=str(outputs.get("guest_attribute_namespace") or NAMESPACE))
 
     @property
     def master(self) -> Node:
@@ -74,11 +75,14 @@ class Cluster:
         return f"{self.bucket_url(environ)}/runs/{run_id}"
 
     def default_image(self) -> str:
-        """The digest of the last `make push-train` to this repository, else the moving tag."""
+        """The digest of the last `make build-train` pushed to this repository."""
         from gantry.registry import recorded
 
-        return recorded(self.use_gpu, self.repository) or \
-            f"{self.repository}/gantry-trainer:{'cuda' if self.use_gpu else 'cpu'}"
+        image = recorded(self.use_gpu, self.repository)
+        if image is None:
+            raise GantryError(f"no trainer image has been pushed to {self.repository} from this checkout",
+                              "Run `make build-train` (it builds and pushes), or name one with --image.")
+        return image
 
 
 def new_run_id() -> str:
@@ -86,15 +90,15 @@ def new_run_id() -> str:
 
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
-                 config: str = "connect4", master_port: int = 29500, nproc_per_node: int | None = None,
-                 action: str = "start") -> list[dict]:
+                 config: str = "connect4", master_port: int | None = None, nproc_per_node: int = 0,
+                 action: str = "start") -> list[RunSpec]:
     """One spec per node: the same run and trainer flags, each node its rank."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
-    trainer_args = ["--config", config, f"--run.dir={run_url}", *args]
-    return [{"run_id": run_id, "image": image, "args": trainer_args, "node_rank": node.rank,
-             "nnodes": len(cluster.nodes), "master_addr": cluster.master_address, "master_port": master_port,
-             "nproc_per_node": nproc_per_node, "gpu": cluster.use_gpu, "action": action,
-             "launched_at": launched_at} for node in cluster.nodes]
+    trainer_args = ("--config", config, f"--run.dir={run_url}", *args)
+    port = {"master_port": master_port} if master_port else {}
+    return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
+                    master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
+                    action=action, launched_at=launched_at, **port) for node in cluster.nodes]
 
 
 # ---- instances ----
@@ -127,14 +131,17 @@ def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None
         time.sleep(poll_s)
 
 
-def read_spec(compute: Compute, cluster: Cluster, node: Node) -> dict | None:
+def read_spec(compute: Compute, cluster: Cluster, node: Node) -> RunSpec | None:
     for item in instance(compute, cluster, node).metadata.items:
         if item.key == cluster.run_key:
-            return json.loads(item.value)
+            try:
+                return RunSpec.from_json(item.value)
+            except ValueError:
+                return None  # not a spec this launcher wrote: the agent ignores it too
     return None
 
 
-def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: dict, attempts: int = 5) -> None:
+def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: RunSpec, attempts: int = 5) -> None:
     """instances.setMetadata with the current fingerprint, keeping every other key (the agent, the
     startup script); a concurrent change (412) means read again and retry."""
     from google.api_core.exceptions import PreconditionFailed
@@ -143,7 +150,7 @@ def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: dict, attem
     for attempt in range(attempts):
         metadata = instance(compute, cluster, node).metadata
         items = [compute_v1.Items(key=i.key, value=i.value) for i in metadata.items if i.key != cluster.run_key]
-        items.append(compute_v1.Items(key=cluster.run_key, value=json.dumps(spec)))
+        items.append(compute_v1.Items(key=cluster.run_key, value=spec.to_json()))
         body = compute_v1.Metadata(fingerprint=metadata.fingerprint, items=items)
         try:
             compute.instances.set_metadata(project=cluster.project, zone=node.zone, instance=node.name,
@@ -161,7 +168,7 @@ class NodeStatus:
     node: Node
     vm: str  # RUNNING, TERMINATED, ...
     boot: str  # the startup script's gantry/boot: starting | ready | error: ...
-    report: dict  # the agent's gantry/agent: state, run, step, progress, detail, heartbeat
+    report: dict  # the agent's NAMESPACE/REPORT_KEY (gantry.agent.Agent.report): state, run, step, figures, ...
 
     @property
     def state(self) -> str:
@@ -188,10 +195,16 @@ def node_status(compute: Compute, cluster: Cluster, node: Node) -> NodeStatus:
         except NotFound:
             pass  # nothing written yet: the node is still booting
     try:
-        report = json.loads(attributes.get("agent") or "{}")
+        report = json.loads(attributes.get(REPORT_KEY) or "{}")
     except ValueError:
         report = {}
     return NodeStatus(node, vm, attributes.get("boot", ""), report)
+
+
+def describe_figures(step, figures: dict) -> str:
+    """The agent's figures (the newest stats.jsonl record's headline keys) as one line."""
+    parts = [f"step {step}"] + [text.format(figures[key]) for key, text in REPORTED_FIGURES.items() if key in figures]
+    return " | ".join(parts)
 
 
 def serial_output(compute: Compute, cluster: Cluster, node: Node, start: int = 0) -> tuple[str, int]:
@@ -201,9 +214,19 @@ def serial_output(compute: Compute, cluster: Cluster, node: Node, start: int = 0
     return answer.contents, int(answer.next_)
 
 
+def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
+    """{run id: the nodes it holds} for runs an agent is pulling, running, restarting or stopping."""
+    active: dict[str, list[NodeStatus]] = {}
+    for status in statuses:
+        if status.vm == "RUNNING" and status.report.get("state") in ACTIVE_STATES and status.report.get("run"):
+            active.setdefault(status.report["run"], []).append(status)
+    return active
+
+
 def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
     """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
     import fsspec
+    from selfplay.stats import eval_figures
 
     try:
         with fsspec.open(f"{run_url}/stats.jsonl", "r") as stats:
@@ -215,31 +238,36 @@ def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
             record = json.loads(line)
         except ValueError:
             continue
-        errors = {key.split("/")[1]: value for key, value in record.items()
-                  if key.startswith("eval/") and key.endswith("/mcts_weak")}
+        errors = eval_figures(record)
         if errors:
             return int(record.get("step", 0)), errors
     return None
 
 
 def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
-    """Copy the run's checkpoints and stats from the bucket into ``destination``; (name, bytes) each."""
+    """Copy the whole run (checkpoints, stats.jsonl, TensorBoard events under tb/) into ``destination``;
+    (relative path, bytes) for each file. Files already here with the same size are skipped, so a
+    fetch during training brings only what is new."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(run_url)
     if not fs.exists(root):
         raise GantryError(f"no run at {run_url}", "List the runs with `gsutil ls gs://BUCKET/runs/`, or check "
                           "the run id `make run-gcp` printed.")
-    os.makedirs(destination, exist_ok=True)
+    root = root.rstrip("/")
     copied = []
-    for path in sorted(fs.ls(root, detail=False)):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if name.startswith(".") or fs.isdir(path):
-            continue  # uploads in progress (.NAME.part) and folders
-        target = os.path.join(destination, name)
+    for path, info in sorted(fs.find(root, detail=True).items()):
+        relative = path[len(root):].lstrip("/")
+        if any(part.startswith(".") for part in relative.split("/")):
+            continue  # uploads in progress (.NAME.part)
+        target = os.path.join(destination, *relative.split("/"))
+        size = int(info.get("size") or 0)
+        if os.path.isfile(target) and os.path.getsize(target) == size:
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         fs.get(path, target + ".part")
         os.replace(target + ".part", target)
-        copied.append((name, os.path.getsize(target)))
+        copied.append((relative, os.path.getsize(target)))
     return copied
 
 

@@ -78,9 +78,9 @@ def test_missing_certificate_is_named(tmp_path):
 
 
 def test_no_engine_is_one_line_with_the_fix(tmp_path):
-    """A real `python -m gantry.images build` against a socket nobody listens on."""
+    """A real `gantry build` (make build-train) against a socket nobody listens on."""
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/docker.sock"}
-    result = subprocess.run([sys.executable, "-m", "gantry.images", "build", "--cpu", "--no-wheels"],
+    result = subprocess.run([sys.executable, "-m", "gantry", "build", "--cpu", "--no-wheels"],
                             check=False, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+from gantry.agent import NAMESPACE, RUN_KEY
 from infra_stubs import install_stubs
 from infra_tools import render_startup_script, require_tool, run
 
@@ -94,8 +95,8 @@ def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
 
     assert node.guest_attributes() == [
-        "instance/guest-attributes/gantry/boot=starting",
-        "instance/guest-attributes/gantry/boot=ready",
+        f"instance/guest-attributes/{NAMESPACE}/boot=starting",
+        f"instance/guest-attributes/{NAMESPACE}/boot=ready",
     ]
     # Registry auth: the metadata token on stdin, the fixed oauth2accesstoken user, no password on argv.
     assert (node.state / "docker-login-password").read_text() == "token-from-metadata"
@@ -109,7 +110,9 @@ def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path
     assert f"ExecStart=/usr/bin/python3 -u {agent}" in unit
     assert "Restart=always" in unit and "SyslogIdentifier=gantry-agent" in unit
     env = (tmp_path / "etc/gantry/agent.env").read_text()
-    assert "GANTRY_IDLE_SHUTDOWN_MINUTES=45" in env and "GANTRY_RUN_METADATA_KEY=gantry-run" in env
+    # the launch contract's names, as the agent and the launcher know them (gantry.agent)
+    assert f"GANTRY_RUN_METADATA_KEY={RUN_KEY}" in env and f"GANTRY_GUEST_ATTRIBUTES_NAMESPACE={NAMESPACE}" in env
+    assert "GANTRY_IDLE_SHUTDOWN_MINUTES=45" in env
     assert f"GANTRY_AGENT_LOG_FILE={tmp_path}/var/log/gantry-agent.log" in env
     assert "systemctl enable gantry-agent.service" in node.commands()
     assert "systemctl restart gantry-agent.service" in node.commands()

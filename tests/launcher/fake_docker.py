@@ -9,6 +9,7 @@ The node agent calls it exactly as it calls docker (GANTRY_AGENT_DOCKER points h
                                           launch ARGS) as a process in its own session, output to a log;
                                           -e values under a container path of -v are moved to the host path
     inspect --format F N                  "STATUS EXITCODE" (running | exited), exit 1 if no such container
+    image inspect --format F IMAGE        FAKE_DOCKER_IMAGE_USER (the image's USER; default: none, i.e. root)
     logs -f N                             the output so far, then follows it until the process ends
     stop -t T N                           SIGTERM, SIGKILL after T seconds
     rm -f N                               kills and forgets
@@ -198,6 +199,9 @@ def main(argv: list[str]) -> int:
             print(f"Error: No such object: {rest[-1]}", file=sys.stderr)
             return 1
         print(f"{state} {code}")
+        return 0
+    if verb == "image" and rest[:1] == ["inspect"]:
+        print(os.environ.get("FAKE_DOCKER_IMAGE_USER", ""))
         return 0
     if verb == "logs":
         return cmd_logs(rest[-1])

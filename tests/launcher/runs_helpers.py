@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from gantry.agent import NAMESPACE, RUN_KEY
+
 
 def apply_outputs_module(infra: Path, outputs: dict) -> None:
     """Write infra/main.tf with one output per key and apply it (no provider, local state)."""
@@ -21,11 +23,12 @@ def apply_outputs_module(infra: Path, outputs: dict) -> None:
 
 
 def cluster_outputs(names: list[str], zone: str = "us-central1-a", master: str = "10.128.0.2",
-                    project: str = "demo-project") -> dict:
+                    project: str = "demo-project", registry_host: str = "us-central1-docker.pkg.dev") -> dict:
+    """What infra/outputs.tf gives (the names are the Python side's defaults, which equal Terraform's)."""
     return {"project_id": project, "node_names": names, "node_zones": [zone] * len(names), "zone": zone,
-            "master_address": master, "image_repository_url": f"us-central1-docker.pkg.dev/{project}/gantry",
-            "bucket": f"{project}-gantry-runs", "use_gpu": False, "run_metadata_key": "gantry-run",
-            "guest_attribute_namespace": "gantry", "registry_host": "us-central1-docker.pkg.dev"}
+            "master_address": master, "image_repository_url": f"{registry_host}/{project}/gantry",
+            "bucket": f"{project}-gantry-runs", "use_gpu": False, "run_metadata_key": RUN_KEY,
+            "guest_attribute_namespace": NAMESPACE, "registry_host": registry_host}
 
 
 def add_nodes(fake, names: list[str], zone: str = "us-central1-a", statuses: list[str] | None = None) -> list[dict]:

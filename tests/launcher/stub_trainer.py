@@ -2,8 +2,10 @@
 
     stub_trainer.py [--steps N] [--crash-once-at K --marker PATH]
 
-Prints `step N | games ...` every 0.1 s; exits 0 after N steps (0 = never); with --crash-once-at it
-exits 3 at step K the first time (when PATH does not exist yet), as a crashing trainer would.
+Prints `step N | games ...` every 0.1 s and records each step in stats.jsonl under $GANTRY_STAGING with
+the trainer's own writer (selfplay.stats.RunLog), where the agent reads its progress; exits 0 after N
+steps (0 = never); with --crash-once-at it exits 3 at step K the first time (when PATH does not exist
+yet), as a crashing trainer would.
 """
 
 import argparse
@@ -11,6 +13,8 @@ import os
 import signal
 import sys
 import time
+
+from selfplay.stats import RunLog
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=0)
@@ -26,11 +30,13 @@ def on_term(_signum, _frame):
 
 
 signal.signal(signal.SIGTERM, on_term)
+stats = RunLog(os.path.join(os.environ.get("GANTRY_STAGING", "."), "stub"))
 print(f"stub trainer: node {os.environ.get('NODE_RANK')} of {os.environ.get('NNODES')}, "
       f"master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
 while args.steps == 0 or step < args.steps:
     step += 1
     print(f"step {step} | games {step * 3} | loss 0.5", flush=True)
+    stats.record(step, {"selfplay/games": step * 3, "losses/total": 0.5})
     if args.crash_once_at and step == args.crash_once_at and not os.path.exists(args.marker):
         open(args.marker, "w").close()
         print("stub trainer: crashing", flush=True)

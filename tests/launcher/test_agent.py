@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from agent_helpers import STUB_TRAINER, Node, spec, wait_until
@@ -112,6 +114,18 @@ def test_guest_attribute_writes_stay_within_the_rate_limit(tmp_path, metadata, n
     writes = metadata.count("PUT", "guest-attributes/gantry/agent", since=begin)
     # burst 2 + 20/min x 9 s = 5 writes at most in any 9 s
     assert 2 <= writes <= 5, f"{writes} guest-attribute writes in 9 s"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the agent is root on a VM: handing the folder over needs root")
+def test_the_run_folder_is_handed_to_the_images_user(tmp_path, metadata, nodes):
+    """The trainer runs as the image's USER (1000:1000), the agent as root: the mounted folder must be its."""
+    node = start_node(nodes, tmp_path, metadata, FAKE_DOCKER_IMAGE_USER="1000:1000")
+    metadata.set_attribute("gantry-run", spec("r6", args=["--steps", "0"]))
+    wait_until(lambda: node.report().get("state") == "running", what="the run to start")
+    (run,) = node.docker_calls("run")
+    folder = Path(run[run.index("-v") + 1].split(":")[0])
+    assert folder.name == "r6" and folder.stat().st_uid == 1000 and folder.stat().st_gid == 1000
+    assert "--name gantry-run-r6-0" in " ".join(run)  # one container per run and node: nodes may share an engine
 
 
 def test_an_idle_node_powers_itself_off(tmp_path, metadata, nodes):

@@ -7,21 +7,39 @@ import json
 import time
 
 import pytest
+from fake_registry import FakeRegistry
+from gantry.agent import RunSpec
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
+from selfplay.stats import RunLog, eval_key
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
 
 
 @pytest.fixture
-def world(fake, deployment, tmp_path):
-    apply_outputs_module(deployment.infra, cluster_outputs(NAMES))
+def registry():
+    with FakeRegistry() as server:
+        yield server
+
+
+@pytest.fixture
+def world(fake, deployment, tmp_path, registry):
+    outputs = cluster_outputs(NAMES, registry_host=registry.host)
+    apply_outputs_module(deployment.infra, outputs)
+    digest = registry.add("demo-project/gantry/gantry-trainer", "cpu")  # what `make build-train` pushed
     bucket = tmp_path / "bucket"
     bucket.mkdir()
     return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "bucket": bucket,
-            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"}}
+            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"},
+            "image": f"{outputs['image_repository_url']}/gantry-trainer@{digest}"}
+
+
+def running_report(run: str, rank: int, step: int) -> dict[str, str]:
+    return {"gantry/boot": "ready", "gantry/agent": json.dumps(
+        {"state": "running", "run": run, "node_rank": rank, "step": step, "heartbeat": int(time.time()) - 30,
+         "figures": {"selfplay/games": 2100, "losses/total": 1.2}, "detail": ""})}
 
 
 def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(cli, fake, world):
@@ -35,35 +53,57 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
         items = metadata_items(vm)
         assert items["gantry-agent"] == "# the agent" and items["startup-script"] == "#!/bin/bash"
         assert vm["metadata"]["fingerprint"] != "fp-0"
-        spec = json.loads(items["gantry-run"])
-        assert spec["node_rank"] == rank and spec["nnodes"] == 2 and spec["action"] == "start"
+        spec = RunSpec.from_json(items["gantry-run"])
+        assert spec.node_rank == rank and spec.nnodes == 2 and spec.action == "start"
         specs.append(spec)
-    assert specs[0]["master_addr"] == specs[1]["master_addr"] == "10.128.0.2"
-    assert specs[0]["image"] == "us-central1-docker.pkg.dev/demo-project/gantry/gantry-trainer:cpu"
-    assert specs[0]["args"] == ["--config", "tictactoe", f"--run.dir=file://{world['bucket']}/runs/r1",
-                                "--run.max_steps=50"]
-    assert specs[0]["launched_at"] == specs[1]["launched_at"]
+    assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
+    assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
+    assert specs[0].args == ("--config", "tictactoe", f"--run.dir=file://{world['bucket']}/runs/r1",
+                             "--run.max_steps=50")
+    assert specs[0].launched_at == specs[1].launched_at
     assert "make status" in result.stdout
 
     time.sleep(0.01)
     again = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
     assert again.status == ExitStatus.OK, again.output
-    resumed = json.loads(metadata_items(world["vms"][0])["gantry-run"])
-    assert resumed["run_id"] == "r1" and resumed["launched_at"] != specs[0]["launched_at"]
+    resumed = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
+    assert resumed.run_id == "r1" and resumed.launched_at != specs[0].launched_at
+
+
+def test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node(cli, fake, world, registry):
+    registry.manifests.clear()
+    result = cli("run", "--detach", "--run-id", "r1", environ=world["environ"])
+    assert result.status == ExitStatus.ERROR
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"gantry: error: image {registry.host}/demo-project/gantry/gantry-trainer:cpu is not in the registry. "
+        "Run `make build-train` (it builds and pushes to the deployment's repository), or name one with --image.")
+    assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
+
+
+def test_a_second_run_does_not_silently_replace_the_one_in_progress(cli, fake, world):
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = running_report("r1", rank, 680)
+    refused = cli("run", "--detach", "--run-id", "r2", environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR
+    assert "run r1 on node(s) 0, 1 at step 680 is in progress; starting r2 would stop it" in refused.stderr
+    assert "--replace" in refused.stderr and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
+    declined = cli("run", "--detach", "--run-id", "r2", answer="n", environ=world["environ"])
+    assert declined.status == ExitStatus.ERROR and "Stop it (final checkpoint) and start r2?" in declined.stdout
+    replaced = cli("run", "--detach", "--run-id", "r2", "--replace", environ=world["environ"])
+    assert replaced.status == ExitStatus.OK, replaced.output
+    assert RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"]).run_id == "r2"
 
 
 def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
-    now = int(time.time())
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
-        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
-            {"state": "running", "run": "r1", "node_rank": rank, "step": 680 + rank, "heartbeat": now - 30,
-             "progress": "step 680 | games 2.1k | loss 1.2", "detail": ""})}
-    stats = world["bucket"] / "runs" / "r1"
-    stats.mkdir(parents=True)
-    (stats / "stats.jsonl").write_text("\n".join(json.dumps(r) for r in [
-        {"kind": "eval", "step": 600, "eval/begin_easy/mcts_weak": 0.05, "eval/middle_medium/mcts_weak": 0.12},
-        {"kind": "train", "step": 680, "charts/step": 680}]) + "\n")
+        vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
+    stats = RunLog(world["bucket"] / "runs" / "r1")  # the trainer's own writer, as in the bucket's mirror
+    stats.record(600, {eval_key("Begin-Easy", "mcts_weak"): 0.05, eval_key("Middle-Medium", "mcts_weak"): 0.12,
+                       eval_key("Middle-Medium", "policy_weak"): 0.3}, kind="eval")
+    stats.record(680, {"charts/step": 680})
+    stats.close()
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     lines = result.stdout.splitlines()
@@ -71,8 +111,8 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     assert lines[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "680"]
     assert lines[2].split()[:5] == ["1", "gantry-node-1", "running", "r1", "681"]
     assert "3" in lines[1].split()[5] and lines[1].endswith("s ago")
-    assert "master: step 680 | games 2.1k" in result.stdout
-    assert "Pons MCTS weak errors at step 600: begin_easy 5.0%  middle_medium 12.0%" in result.stdout
+    assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
+    assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
 
 
 def test_status_of_a_booting_and_a_stopped_node(cli, world):
@@ -102,22 +142,28 @@ def test_stop_sets_action_stop_on_every_started_node(cli, world):
     result = cli("stop", "-y", "--no-wait", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     for vm in world["vms"]:
-        spec = json.loads(metadata_items(vm)["gantry-run"])
-        assert spec["action"] == "stop" and spec["run_id"] == "r2"
+        spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
+        assert spec.action == "stop" and spec.run_id == "r2"
     assert "nothing to stop" in cli("stop", "-y", environ=world["environ"]).stdout
 
 
-def test_fetch_copies_checkpoints_and_stats_but_not_partial_uploads(cli, world, deployment):
+def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed(cli, world, deployment):
     run = world["bucket"] / "runs" / "r3"
-    run.mkdir(parents=True)
+    (run / "tb").mkdir(parents=True)
     (run / "ckpt-000000040.pt").write_bytes(b"x" * 1000)
     (run / "stats.jsonl").write_text('{"step": 40}\n')
+    (run / "tb" / "events.out.tfevents.1.node").write_bytes(b"e" * 10)
     (run / ".ckpt-000000050.pt.part").write_bytes(b"half")
+    (run / "tb" / ".events.out.tfevents.2.node.part").write_bytes(b"half")
     result = cli("fetch", "r3", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     local = deployment.root / "runs" / "r3"
-    assert sorted(p.name for p in local.iterdir()) == ["ckpt-000000040.pt", "stats.jsonl"]
-    assert "Copied 2 file(s)" in result.stdout
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == [
+        "ckpt-000000040.pt", "stats.jsonl", "tb/events.out.tfevents.1.node"]
+    assert "Copied 3 file(s)" in result.stdout
+    (run / "stats.jsonl").write_text('{"step": 40}\n{"step": 50}\n')  # the run goes on: only this grew
+    again = cli("fetch", "r3", environ=world["environ"])
+    assert "Copied 1 file(s)" in again.stdout and "stats.jsonl" in again.stdout
     missing = cli("fetch", "nope", environ=world["environ"])
     assert missing.status == ExitStatus.ERROR and "no run at file://" in missing.stderr
 
@@ -129,7 +175,7 @@ def test_without_a_deployment_the_run_verbs_say_apply_first(cli, deployment):
     assert "no deployment found. Run `make apply` first" in result.stderr
 
 
-def test_run_follows_until_every_node_reports_the_run_done(cli, world):
+def test_run_follows_until_every_node_reports_the_run_done(cli, world):  # finished nodes hold no run
     for rank, vm in enumerate(world["vms"]):
         vm["guestAttributes"] = {"gantry/agent": json.dumps(
             {"state": "finished", "run": "r9", "node_rank": rank, "step": 90, "heartbeat": int(time.time())})}

@@ -17,22 +17,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from gantry.cli import apply, cost, destroy, fetch, logs, preflight, run, status, stop
+from gantry.cli import apply, build, cost, destroy, fetch, logs, preflight, push, run, status, stop
 from gantry.config import DEFAULT_INFRA_DIR
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
-VERBS = [preflight, cost, apply, destroy]  # the order of `gantry --help` and of the workflow
-VERBS[3:3] = [run, status, logs, stop, fetch]  # after apply, before destroy
+# the order of `gantry --help` and of the user's journey
+VERBS = [preflight, cost, apply, build, push, run, status, logs, stop, fetch, destroy]
 
 DESCRIPTION = """\
 Take the self-play trainer to Google Cloud and back. Settings live in
 infra/terraform.tfvars (copy infra/terraform.tfvars.example and set project_id).
 
-The workflow, one make target per step:
-  make preflight   check credentials, API, shape and quotas; print $/h   (creates nothing)
-  make apply       preflight, then terraform init + apply of infra/      (starts billing)
-  make destroy     terraform destroy, then list anything still billing  (stops billing)
+The journey, one make target per step:
+  make preflight    check credentials, API, shape and quotas; print $/h    (creates nothing)
+  make apply        preflight, then terraform init + apply of infra/       (starts billing)
+  make build-train  build the trainer image and push it to the deployment's registry
+  make run-gcp      start a run on every node, then follow it              (Ctrl-C detaches)
+  make status       per-node state, step, Pons errors  (make logs / make stop / make fetch RUN=...)
+  make destroy      terraform destroy, then list anything still billing   (stops billing)
 """
 
 EPILOG = """\
@@ -40,6 +43,9 @@ examples:
   gantry preflight                      # is everything in place for `make apply`?
   gantry cost                           # $/h of the deployment in infra/terraform.tfvars
   gantry apply                          # create it (nodes bill until destroy)
+  gantry build                          # build the image and push it to the deployment's repository
+  gantry run -- --run.max_minutes=60    # train on every node; Ctrl-C detaches, the run goes on
+  gantry fetch RUN_ID                   # checkpoints, stats.jsonl and TensorBoard events into runs/RUN_ID
   gantry destroy -y                     # remove it without asking; the run data bucket is kept
 """
 

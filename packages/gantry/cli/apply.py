@@ -56,7 +56,8 @@ def run(args, env) -> ExitStatus:
             env.say(f"  {key}: {outputs[key]}")
     if estimate.hourly is not None:
         env.say(f"Billing now: about ${estimate.hourly:.2f}/h until `make destroy`.")
-    env.say("Next: `make build-train` (image), then `make run-gcp` (training).")
+    env.say("Next: `make build-train` (builds the image and pushes it to the deployment's repository), "
+            "then `make run-gcp` (training).")
     return ExitStatus.OK
 
 

@@ -1,4 +1,4 @@
-"""gantry fetch (make fetch RUN=...): a run's checkpoints and stats from the bucket into runs/."""
+"""gantry fetch (make fetch RUN=...): a whole run from the bucket into runs/."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from gantry import runs
 from gantry.status import ExitStatus
 
 NAME = "fetch"
-HELP = "copy a run's checkpoints and stats.jsonl from the bucket to runs/RUN_ID"
+HELP = "copy a run's checkpoints, stats.jsonl and TensorBoard events from the bucket to runs/RUN_ID"
 DESCRIPTION = """\
-Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, and stats.jsonl) into
-runs/RUN_ID, where `python -m selfplay eval --checkpoint runs/RUN_ID` and local training
-(`--run.dir=runs/RUN_ID` resumes it) find them. Egress from the bucket bills per GB.
+Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, stats.jsonl and the
+TensorBoard events under tb/) into runs/RUN_ID, where `tensorboard --logdir runs/RUN_ID`,
+`python -m selfplay eval --checkpoint runs/RUN_ID` and local training (`--run.dir=runs/RUN_ID`
+resumes it) find them. Works while the run trains: only new or grown files are copied again.
+Egress from the bucket bills per GB.
 
 examples:
   gantry fetch run-20260601-120000

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from gantry import runs
+from gantry.agent import DONE_STATES
 from gantry.status import ExitStatus
 
-DONE_STATES = ("finished", "stopped")
 REATTACH = ("Detached: the run keeps going on the nodes. Re-attach with `make status` or "
             "`make logs ARGS=--follow`; stop it with `make stop`.")
 

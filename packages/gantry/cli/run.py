@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import argparse
 
-from gantry import runs
+from gantry import images, registry, runs
+from gantry.agent import DEFAULT_MASTER_PORT
 from gantry.cli.follow import follow
+from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "run"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = """\
-Start the trainer on every node of the deployment: stopped nodes are started first (they bill
-while RUNNING), then each node's instance metadata gets the run spec (run id, image, trainer
-flags, its node rank, the master's address). The node agents pull the image and start the
-containers; torchrun meets at node 0. Checkpoints and stats.jsonl go to gs://BUCKET/runs/RUN_ID.
+Start the trainer on every node of the deployment: the image is looked up in the registry first
+(REPO/gantry-trainer:cpu, or :cuda with use_gpu, as `make build-train` pushed it) and the nodes are
+pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
+instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
+address). The node agents pull the image and start the containers; torchrun meets at node 0.
+Checkpoints, stats.jsonl and TensorBoard events go to gs://BUCKET/runs/RUN_ID.
+
+A run already in progress is not replaced unless you say so (--replace, or yes at the prompt):
+replacing it stops it with a final checkpoint.
 
 Then it follows the run (node states, the master's output) until the run ends or you press
 Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
 A run with the same id resumes from its newest checkpoint in the bucket (--resume).
 
 examples:
-  gantry run                                        # connect4, image gantry-trainer:cpu|cuda in the repository
+  gantry run                                        # connect4, the image make build-train pushed
   gantry run --config tictactoe -- --run.max_steps=200
   gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
@@ -31,12 +38,16 @@ examples:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", default="connect4", help="trainer config (default: %(default)s)")
-    parser.add_argument("--image", default="", help="trainer image; a digest (@sha256:...) pins it "
-                        "(default: REPOSITORY/gantry-trainer:cpu, or :cuda with use_gpu)")
+    parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
+                        "(default: REPOSITORY/gantry-trainer:cpu, or :cuda with use_gpu); pinned to its digest")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
     parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint")
-    parser.add_argument("--master-port", type=int, default=29500, help="rendezvous port on node 0")
-    parser.add_argument("--nproc-per-node", type=int, default=None, help="ranks per node (default: one per GPU, else 1)")
+    parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, help="rendezvous port on node 0 "
+                        "(default: %(default)s)")
+    parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node (default: the trainer "
+                        "decides: one per GPU, else 1)")
+    parser.add_argument("--replace", action="store_true", help="stop a run in progress (final checkpoint) "
+                        "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
     parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- --run.max_steps=100")
@@ -45,7 +56,8 @@ def add_arguments(parser) -> None:
 def run(args, env) -> ExitStatus:
     cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     run_id = args.resume or args.run_id or runs.new_run_id()
-    image = args.image or cluster.default_image()
+    image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.use_gpu))
+    check_nothing_runs(compute, cluster, run_id, args, env)
     trainer_args = [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
@@ -60,3 +72,20 @@ def run(args, env) -> ExitStatus:
         env.say("Started. Follow it with `make status` or `make logs ARGS=--follow`; stop it with `make stop`.")
         return ExitStatus.OK
     return follow(compute, cluster, run_id, env, args.interval)
+
+
+def check_nothing_runs(compute, cluster, run_id: str, args, env) -> None:
+    """A new launch replaces whatever the nodes run: refuse unless the user said so."""
+    statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    active = runs.active_runs(statuses)
+    if not active or args.replace:
+        return
+    held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in nodes)}"
+                     + (f" at step {nodes[0].report['step']}" if nodes[0].report.get("step") is not None else "")
+                     for rid, nodes in sorted(active.items()))
+    question = f"Run {held} is in progress. Stop it (final checkpoint) and start {run_id}?"
+    if env.stdin.isatty() and env.confirm(question):
+        return
+    raise GantryError(f"run {held} is in progress; starting {run_id} would stop it",
+                      "Pass --replace to stop it and start the new run (make run-gcp ARGS=--replace), "
+                      "or stop it first with `make stop`.")

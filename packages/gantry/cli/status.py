@@ -10,7 +10,7 @@ HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates
 DESCRIPTION = """\
 One line per node: the VM's state, the agent's state (idle, pulling, running, restarting,
 stopping, stopped, finished, error, powering-off), the run, its learner step and how long ago the
-node last reported. Then the master's latest progress line and the newest Pons evaluation
+node last reported. Then the master's latest training figures and the newest Pons evaluation
 (MCTS weak error rate per test set) from the run's stats.jsonl in the bucket. Reads only: it
 changes nothing and works from any machine with the deployment's infra/ state.
 
@@ -44,8 +44,8 @@ def run(args, env) -> ExitStatus:
         elif s.boot.startswith("error"):
             env.say(f"node {s.node.rank} boot {s.boot}")
     master = statuses[0].report
-    if master.get("progress"):
-        env.say(f"master: {master['progress']}")
+    if master.get("figures"):
+        env.say("master: " + runs.describe_figures(master["step"], master["figures"]))
     if master.get("run"):
         pons = runs.latest_pons_errors(cluster.run_url(master["run"], env.environ))
         if pons:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from gantry import runs
+from gantry.agent import DONE_STATES
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -33,18 +35,18 @@ def add_arguments(parser) -> None:
 def run(args, env) -> ExitStatus:
     cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     specs = {node: runs.read_spec(compute, cluster, node) for node in cluster.nodes}
-    active = {node: spec for node, spec in specs.items() if spec and spec.get("action") == "start"}
+    active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
         env.say("No run is started on any node; nothing to stop.")
         return ExitStatus.OK
-    run_ids = sorted({spec["run_id"] for spec in active.values()})
+    run_ids = sorted({spec.run_id for spec in active.values()})
     if not args.yes:
         if not env.stdin.isatty():
             raise GantryError("stop asks for confirmation and stdin is not a terminal", "Pass -y (make stop ARGS=-y).")
         if not env.confirm(f"Stop run {', '.join(run_ids)} on {len(active)} node(s) (a final checkpoint is kept)?"):
             raise GantryError("cancelled; nothing was stopped", "Run `make stop` again and answer y.")
     for node, spec in active.items():
-        runs.write_spec(compute, cluster, node, {**spec, "action": "stop"})
+        runs.write_spec(compute, cluster, node, dataclasses.replace(spec, action="stop"))
         env.say(f"  node {node.rank} {node.name}: stop requested")
     if args.no_wait:
         return ExitStatus.OK
@@ -53,7 +55,7 @@ def run(args, env) -> ExitStatus:
     while pending and time.monotonic() < deadline:
         for node in list(pending):
             status = runs.node_status(compute, cluster, node)
-            if status.vm != "RUNNING" or status.report.get("state") in ("stopped", "finished", "idle"):
+            if status.vm != "RUNNING" or status.report.get("state") in (*DONE_STATES, "idle"):
                 step = status.report.get("step")
                 env.say(f"  node {node.rank} {node.name}: {status.state}" + (f" at step {step}" if step else ""))
                 del pending[node]

@@ -1,0 +1,51 @@
+"""gantry push (make push-train): push the built trainer image to the deployment's repository."""
+
+from __future__ import annotations
+
+from gantry import images, registry
+from gantry.status import ExitStatus
+from gantry.terraform import Terraform
+
+NAME = "push"
+HELP = "push the built trainer image to the deployment's Artifact Registry repository (make build-train does it too)"
+DESCRIPTION = """\
+Push gantry-trainer:cpu (or :cuda when use_gpu = true) to the repository that `make apply`
+created, as REPO/gantry-trainer:cpu|cuda, with your Google credentials (no docker login needed).
+`make run-gcp` pins the nodes to the digest the registry then holds. `make build-train` builds and
+pushes in one step; this verb is for an image built earlier or elsewhere.
+
+examples:
+  gantry push
+  make push-train
+"""
+
+
+def add_arguments(parser) -> None:
+    flavour = parser.add_mutually_exclusive_group()
+    flavour.add_argument("--gpu", dest="use_gpu", action="store_true", default=None,
+                         help="the CUDA image, whatever use_gpu says")
+    flavour.add_argument("--cpu", dest="use_gpu", action="store_false", help="the CPU image")
+
+
+def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) -> ExitStatus:
+    """Push the local image to the deployment's repository; say what `gantry run` will launch."""
+    repository = str(Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr).outputs()
+                     .get("image_repository_url") or "")
+    if not repository:
+        fix = "Run `make apply` first, then `make build-train` again."
+        if built_only_if_undeployed:  # building before the deployment exists is fine: train-docker uses it
+            env.say(f"Not pushed: no deployment in {args.infra_dir} yet. {fix}")
+            return ExitStatus.OK
+        raise registry.RegistryError(f"no image repository: terraform output in {args.infra_dir} has none", fix)
+    target = images.repository_image(repository, use_gpu)
+    name, _, tag = target.rpartition(":")
+    host = registry.split_reference(target)[0]
+    env.say(f"gantry: pushing {images.local_tag(use_gpu)} to {target}")
+    pushed = registry.push(images.local_tag(use_gpu), name, tag, registry.push_auth(host), env.say)
+    env.say(f"Pushed {pushed}. `make run-gcp` runs this digest on every node.")
+    return ExitStatus.OK
+
+
+def run(args, env) -> ExitStatus:
+    use_gpu = images.use_gpu_from_tfvars(args.var_file) if args.use_gpu is None else args.use_gpu
+    return publish(args, env, use_gpu)
