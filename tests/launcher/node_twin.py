@@ -1,0 +1,157 @@
+"""The node twin's parts: a VM as this machine can be one, with only Google's endpoints served locally.
+
+A ``TwinNode`` boots the way a GCE VM does: the startup script that Terraform renders from
+infra/modules/startup_script runs as root (its system paths moved under the node's folder, since two
+nodes share this machine) against a local metadata server (FakeMetadata, standing where
+metadata.google.internal would be). It logs the real Docker engine in to the registry with the
+metadata token and installs the agent from instance metadata key ``gantry-agent`` as a systemd unit;
+a stand-in ``systemctl`` starts that unit's ExecStart with its EnvironmentFile, as systemd would.
+From there the real agent pulls the pushed image from a real registry and runs the real trainer in
+the real engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "infra"))  # the renderer tests/infra uses
+from infra_tools import render_startup_script
+
+REPO = Path(__file__).resolve().parents[2]
+METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
+SYSTEM_PATHS = ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log")
+
+# systemd, as far as the startup script needs it: `restart UNIT` starts the unit's ExecStart with the
+# variables of its EnvironmentFile (over the caller's, which carry the twin's stand-in addresses).
+SYSTEMCTL = r'''#!/usr/bin/env python3
+import os, shlex, subprocess, sys
+state = os.environ["TWIN_NODE_DIR"]
+with open(os.path.join(state, "systemctl.log"), "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\n")
+args = sys.argv[1:]
+if args[:1] == ["restart"] and args[1].startswith("gantry-agent"):
+    unit = open(os.path.join(os.environ["GANTRY_SYSTEMD_DIR"], args[1])).read().splitlines()
+    settings = dict(line.split("=", 1) for line in unit if "=" in line)
+    env = dict(os.environ)
+    for line in open(settings["EnvironmentFile"]).read().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            env[key] = value
+    with open(os.path.join(state, "agent.stdout"), "a") as out:
+        agent = subprocess.Popen(shlex.split(settings["ExecStart"]), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+    open(os.path.join(state, "agent.pid"), "w").write(str(agent.pid))
+'''
+
+
+def startup_script(work_dir: Path, registry_host: str, bucket: str) -> str:
+    """The CPU node's startup script exactly as Terraform renders it for the deployment."""
+    return render_startup_script(work_dir, registry_host=registry_host, bucket=bucket, use_gpu=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalRegistry:
+    """Debian's docker-registry (the reference distribution server) on a loopback port."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.host = f"127.0.0.1:{free_port()}"
+
+    def __enter__(self):
+        config = self.root / "registry.yml"
+        self.root.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {self.root / 'data'}\n"
+                          f"  delete:\n    enabled: true\nhttp:\n  addr: {self.host}\n")
+        self.process = subprocess.Popen([shutil.which("docker-registry") or "docker-registry", "serve", str(config)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1)
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+class TwinNode:
+    def __init__(self, root: Path, metadata, script: str, bucket: Path, **agent_settings: str):
+        self.root, self.metadata = root, metadata
+        self.bin = root / "bin"
+        self.bin.mkdir(parents=True)
+        (self.bin / "systemctl").write_text(SYSTEMCTL)
+        (self.bin / "systemctl").chmod(0o755)
+        for system_path in SYSTEM_PATHS:
+            script = script.replace(f'"{system_path}', f'"{root}{system_path}')
+        self.script = root / "startup.sh"
+        self.script.write_text(script.replace(METADATA_URL, metadata.url))
+        self.serial = root / "serial-port-2.log"
+        self.env = {
+            "PATH": f"{self.bin}:{os.environ['PATH']}",
+            "HOME": str(root),  # docker login writes HOME/.docker/config.json, as /root's on a VM
+            "TWIN_NODE_DIR": str(root),
+            "GANTRY_SYSTEMD_DIR": str(root / "systemd"),
+            # What differs between a VM and this machine: the metadata server's address, two nodes on one
+            # machine (their own state folders, no /dev/ttyS1), and the local bucket mounted into containers.
+            "GANTRY_METADATA_URL": metadata.url,
+            "GANTRY_AGENT_STATE_DIR": str(root / "var-lib-gantry"),
+            "GANTRY_AGENT_SERIAL": str(self.serial),
+            "GANTRY_AGENT_DOCKER_RUN_ARGS": f"-v {bucket}:{bucket}",
+            "GANTRY_AGENT_SHM_SIZE": "1g",
+            "GANTRY_AGENT_WATCH_SECONDS": "2",
+            "GANTRY_AGENT_HEARTBEAT_SECONDS": "5",
+            "GANTRY_AGENT_REPORTS_PER_MINUTE": "60",
+            "GANTRY_AGENT_REPORT_BURST": "3",
+            **agent_settings,
+        }
+        (root / "systemd").mkdir()
+
+    def boot(self) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(self.script)], env=self.env, cwd=self.root, capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    def report(self) -> dict:
+        import json
+
+        raw = self.metadata.guest_attributes.get("gantry/agent")
+        return json.loads(raw) if raw else {}
+
+    def output(self) -> str:
+        return self.serial.read_text(errors="replace") if self.serial.exists() else ""
+
+    def agent_output(self) -> str:
+        path = self.root / "agent.stdout"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def shut_down(self) -> None:
+        """SIGTERM to the agent (it stops its container with a checkpoint), then make sure it is gone."""
+        pid_file = self.root / "agent.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text())
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(600):
+                os.kill(pid, 0)
+                time.sleep(0.1)
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -1,0 +1,168 @@
+"""The user's cloud journey as one piece, with every real part this machine can run.
+
+    make apply -> make build-train -> make run-gcp -> make status / logs -> make stop -> make fetch
+    -> make run-gcp --resume
+
+Real here: the terraform binary (`terraform output` of the deployment), `gantry build` building
+docker/Dockerfile.cpu and pushing it to a real registry server (Debian's docker-registry), the startup
+script Terraform renders, run as root on each "VM", the node agent it installs from instance metadata,
+the Docker engine, the trainer image and torchrun's rendezvous between two containers over loopback.
+Only Google stands in: the Compute API (FakeCompute, driven by the real google-cloud-compute client),
+each VM's metadata server (FakeMetadata) and the bucket (a folder behind the same fsspec code as gs://).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from contextlib import ExitStack
+
+import pytest
+from agent_helpers import wait_until
+from fake_metadata import FakeMetadata
+from gantry.agent import RunSpec
+from gantry.status import ExitStatus
+from launcher_helpers import needs_terraform
+from node_twin import REPO, LocalRegistry, TwinNode, free_port, startup_script
+from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
+              pytest.mark.timeout(1800)]
+
+NAMES = ["gantry-node-0", "gantry-node-1"]
+BASE_IMAGE = "gantry-base:bookworm"  # scripts/docker_base.sh: no registry to pull python:3.11-slim from
+# A tiny Connect Four: one actor per node, a checkpoint every 6 s, Pons evaluation every 12 s on 10 positions.
+TRAINER = ["--model.channels=8", "--model.blocks=1", "--actors.count=1", "--actors.games=16",
+           "--search.simulations=8", "--learner.batch_size=32", "--learner.min_replay=64",
+           "--eval.every_minutes=0.2", "--eval.positions_per_set=10", "--eval.simulations=4",
+           "--run.checkpoint_every_minutes=0.1", "--run.log_every_seconds=2", "--dist.timeout_s=180"]
+
+
+def docker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def engine():
+    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no Docker engine answers `docker info` (CI starts one: scripts/ci-setup.d/20-docker.sh)")
+    if docker("image", "inspect", BASE_IMAGE).returncode != 0:
+        pytest.skip(f"no {BASE_IMAGE} (scripts/docker_base.sh makes it)")
+    if subprocess.run(["which", "docker-registry"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("docker-registry is not installed (scripts/ci-setup.d/20-docker.sh installs it)")
+
+
+def steps_in(folder) -> list[int]:
+    return sorted(int(m.group(1)) for p in folder.glob("ckpt-*.pt") if (m := re.fullmatch(r"ckpt-(\d+)\.pt", p.name)))
+
+
+def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
+    began = time.monotonic()
+
+    def phase(what: str) -> None:  # shown with -s and on failure: where the minutes go
+        print(f"[node twin {time.monotonic() - began:5.0f} s] {what}", flush=True)
+
+    bucket = tmp_path / "bucket"
+    bucket.mkdir(mode=0o777)
+    bucket.chmod(0o777)  # Google's bucket takes the node's writes, whatever uid the trainer runs as
+    environ = {"GANTRY_BUCKET_URL": f"file://{bucket}"}
+    with ExitStack() as stack:
+        registry = stack.enter_context(LocalRegistry(tmp_path / "registry"))
+        # make apply: the deployment's outputs, its two VMs with the agent and startup script in metadata
+        outputs = cluster_outputs(NAMES, master="127.0.0.1", registry_host=registry.host)
+        apply_outputs_module(deployment.infra, outputs)
+        script = startup_script(tmp_path, registry.host, outputs["bucket"])
+        vms = add_nodes(fake, NAMES)
+        for vm in vms:
+            vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
+                                       {"key": "startup-script", "value": script}]
+
+        phase("the deployment is applied")
+        # make run-gcp before make build-train: refused with the fix, no node touched
+        early = cli("run", "--detach", "--run-id", "twin", environ=environ)
+        assert early.status == ExitStatus.ERROR and "is not in the registry. Run `make build-train`" in early.stderr
+        assert all("gantry-run" not in metadata_items(vm) for vm in vms)
+
+        phase("run-gcp before build-train was refused")
+        # make build-train: build docker/Dockerfile.cpu and push it to the deployment's registry
+        built = cli("build", "--base-image", BASE_IMAGE, environ=environ)
+        assert built.status == ExitStatus.OK, built.output[-3000:]
+        pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", built.stdout).group(1)
+        assert pushed.startswith(f"{outputs['image_repository_url']}/gantry-trainer@")
+
+        phase("built and pushed")
+        # the VMs boot: startup script as root -> docker login with the metadata token -> agent as a unit
+        nodes = []
+        for rank, vm in enumerate(vms):
+            metadata = stack.enter_context(FakeMetadata(instance=vm))
+            node = TwinNode(tmp_path / f"vm{rank}", metadata, script, bucket)
+            stack.callback(node.shut_down)
+            stack.callback(docker, "rm", "-f", f"gantry-run-twin-{rank}")
+            vm["serialPortFile"] = str(node.serial)
+            booted = node.boot()
+            assert booted.returncode == 0, booted.stdout + booted.stderr
+            assert metadata.guest_attributes["gantry/boot"] == "ready"
+            nodes.append(node)
+
+        phase("both nodes booted")
+        port = str(free_port())
+        started = cli("run", "--detach", "--run-id", "twin", "--config", "connect4", "--master-port", port,
+                      "--", *TRAINER, environ=environ)
+        assert started.status == ExitStatus.OK, started.output
+        wait_until(lambda: all(n.report().get("state") == "running" for n in nodes), timeout=300,
+                   what=f"both agents to run the trainer; node 0's agent said:\n{nodes[0].agent_output()[-3000:]}")
+        phase("both agents run the trainer")
+        for rank in range(2):  # the containers run the digest that was pushed, as the trainer's non-root user
+            facts = docker("inspect", "--format", "{{.Config.Image}} {{.Config.User}}", f"gantry-run-twin-{rank}")
+            assert facts.stdout.split() == [pushed, "1000:1000"], facts.stdout + facts.stderr
+
+        def evaluated():
+            status = cli("status", environ=environ)
+            return status if "Pons MCTS weak errors at step" in status.stdout else None
+
+        status = wait_until(evaluated, timeout=600, interval=5,
+                            what=f"a Pons evaluation in the bucket; node 0 said:\n{nodes[0].output()[-3000:]}")
+        phase("status shows a Pons evaluation")
+        row0, row1 = status.stdout.splitlines()[1:3]
+        assert row0.split()[:4] == ["0", "gantry-node-0", "running", "twin"] and int(row0.split()[4]) > 0
+        assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"]
+        assert re.search(r"Begin-Hard \d+\.\d%", status.stdout) and "master: step" in status.stdout
+        assert "launch: node 0/2" in cli("logs", environ=environ).stdout
+
+        # a second make run-gcp does not silently replace the run in progress
+        second = cli("run", "--detach", "--run-id", "other", environ=environ)
+        assert second.status == ExitStatus.ERROR and "run twin on node(s) 0, 1" in second.stderr
+
+        phase("a second run-gcp was refused")
+        # make stop: both nodes stop at the same step, with a final checkpoint in the bucket
+        stopped = cli("stop", "-y", "--timeout", "300", environ=environ)
+        assert stopped.status == ExitStatus.OK, stopped.output + nodes[0].output()[-3000:]
+        run_dir = bucket / "runs" / "twin"
+        stopped_at = steps_in(run_dir)[-1]
+        for rank, node in enumerate(nodes):
+            assert f"rank {rank} finished at step {stopped_at}," in node.output(), node.output()[-3000:]
+
+        phase("stopped")
+        # make fetch: checkpoints, stats and TensorBoard events, readable here
+        fetched = cli("fetch", "twin", environ=environ)
+        assert fetched.status == ExitStatus.OK, fetched.output
+        local = deployment.root / "runs" / "twin"
+        assert steps_in(local)[-1] == stopped_at
+        records = [json.loads(line) for line in (local / "stats.jsonl").read_text().splitlines()]
+        assert any(r["kind"] == "eval" for r in records)
+        assert list((local / "tb").glob("events.out.tfevents.*")), "TensorBoard events came home"
+
+        phase("fetched")
+        # make run-gcp --resume: both nodes continue from the stopped step and finish
+        resumed = cli("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
+                      "--", *TRAINER, f"--run.max_steps={stopped_at + 5}", environ=environ)
+        assert resumed.status == ExitStatus.OK, resumed.output
+        assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
+        wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
+                   what=f"the resumed run to finish; node 0 said:\n{nodes[0].output()[-3000:]}")
+        assert f"at step {stopped_at} " in nodes[0].output()  # "resumed from ckpt-... at step N (...)"
+        assert steps_in(run_dir)[-1] == stopped_at + 5
+        assert f"rank 1 finished at step {stopped_at + 5}," in nodes[1].output()
+        phase("the resumed run finished on both nodes")
