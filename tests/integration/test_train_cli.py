@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from selfplay.stats import eval_key
 from train_helpers import records, wait_for_steps
 
 pytestmark = pytest.mark.slow
@@ -109,7 +110,7 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
                       "--run.log_every_seconds=1", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     evals = records(run, kind="eval")
-    assert evals and "eval/Begin-Hard/mcts_weak" in evals[0]
+    assert evals and eval_key("Begin-Hard", "mcts_weak") in evals[0]
     graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
                       "--json", str(tmp_path / "eval.json"))
     assert graded.returncode == 0, graded.stderr
