@@ -74,16 +74,6 @@ class Cluster:
     def run_url(self, run_id: str, environ: Mapping[str, str]) -> str:
         return f"{self.bucket_url(environ)}/runs/{run_id}"
 
-    def default_image(self) -> str:
-        """The digest of the last `make build-train` pushed to this repository."""
-        from gantry.registry import recorded
-
-        image = recorded(self.use_gpu, self.repository)
-        if image is None:
-            raise GantryError(f"no trainer image has been pushed to {self.repository} from this checkout",
-                              "Run `make build-train` (it builds and pushes), or name one with --image.")
-        return image
-
 
 def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S")
