@@ -100,8 +100,14 @@ class LearnerConfig:
     """Positions kept in the replay ring buffer (oldest overwritten first)."""
     min_replay: int = 2_000
     """Positions needed before the first step."""
-    max_reuse: int = 4
-    """A position is trained on at most this many times; the learner waits for fresh games after that."""
+    samples_per_position: float = 4.0
+    """Samples trained per position self-play adds: the learner waits when it is further ahead (replay.py)."""
+    window_floor: int = 20_000
+    """Batches are drawn from at least the newest this many positions (all of them while fewer are held)."""
+    window_scale: float = 4.0
+    """Above the floor the sampling window is window_scale * positions_added ** window_exponent (KataGo)."""
+    window_exponent: float = 0.75
+    """How fast the window grows with the data: 1 = linearly (all of it), smaller = older games fade out."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20
@@ -117,7 +123,13 @@ class LearnerConfig:
                f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
         _check(self.batch_size <= self.min_replay <= self.replay_capacity,
                f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
-        _check(1 <= self.max_reuse <= 1000, f"learner.max_reuse={self.max_reuse} must be in 1..1000")
+        _check(0 < self.samples_per_position <= 1000,
+               f"learner.samples_per_position={self.samples_per_position} must be in (0, 1000]")
+        _check(self.batch_size <= self.window_floor <= self.replay_capacity,
+               f"learner.window_floor={self.window_floor} must be between learner.batch_size and "
+               f"learner.replay_capacity")
+        _check(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
+        _check(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
         _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
 
 
@@ -195,6 +207,14 @@ class Config:
     SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks")
 
 
+# keys of earlier versions: a user's YAML or override naming one is told what replaced it; a checkpoint's
+# saved config (from_dict) may still hold them and loads with them ignored
+RETIRED_KEYS: dict[str, str] = {
+    "learner.max_reuse": "learner.samples_per_position (samples trained per new position; the learner "
+                         "samples a growing window instead of capping each position's uses)",
+}
+
+
 # section name -> its dataclass (game -> GameConfig, ...)
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
 
@@ -238,6 +258,8 @@ def from_dict(data: dict | None) -> Config:
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, raw in values.items():
+            if f"{name}.{key}" in RETIRED_KEYS:
+                continue
             _check(key in known, f"unknown key {name}.{key}: valid keys are {', '.join(known)}")
             kwargs[key] = _coerce(name, key, raw)
         sections[name] = cls(**kwargs)
@@ -278,7 +300,11 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
         _check(isinstance(data, dict), f"config file {str(p)!r} must hold a mapping of sections, not {type(data).__name__}")
-    return from_dict(merge(data, parse_overrides(list(overrides))))
+    merged = merge(data, parse_overrides(list(overrides)))
+    for dotted, replacement in RETIRED_KEYS.items():
+        section, key = dotted.split(".")
+        _check(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")
+    return from_dict(merged)
 
 
 def dump(cfg: Config) -> str:

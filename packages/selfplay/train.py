@@ -84,8 +84,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     seed = cfg.run.seed + 1000 * info.rank
     torch.manual_seed(seed)
     learner = Learner(cfg, game, precision, info, seed)
-    replay = ReplayBuffer(cfg.learner.replay_capacity, game.state_words, game.num_actions,
-                          cfg.learner.max_reuse, seed)
+    lc = cfg.learner
+    replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
+                          lc.window_floor, lc.window_scale, lc.window_exponent, seed)
     counters = {"games": 0, "positions": 0, "actor_restarts": 0}
 
     # -- resume: rank 0 reads the newest checkpoint, then every rank starts from its weights and step
@@ -167,7 +168,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                 replay.add(s.states, s.policy, s.z, s.q, s.version)
                 counters["games"] += s.games
                 counters["positions"] += len(s.z)
-            has_batch = replay.size >= cfg.learner.min_replay and replay.eligible() >= cfg.learner.batch_size
+            has_batch = replay.size >= lc.min_replay and replay.ready(lc.batch_size)
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
                           (cfg.run.max_minutes and time.monotonic() - started >= 60 * cfg.run.max_minutes)
             ready_step, stopping = agree(has_batch, bool(stop) or bool(out_of_time), info, device)
@@ -258,12 +259,15 @@ def _window_metrics(window: dict, pool: ActorPool, replay: ReplayBuffer, counter
         "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
         "selfplay/actor_restarts": counters["actor_restarts"],
         "learner/buffer_size": replay.size,
-        "learner/mean_reuse": replay.mean_uses(),
+        "learner/window": replay.window(),
+        # samples trained per position added: the pacing target (learner.samples_per_position) when
+        # the learner keeps up, below it when self-play outpaces the learner
+        "learner/mean_reuse": replay.samples_per_added(),
         "learner/wait_fraction": min(1.0, window["wait_s"] / seconds),
         "learner/sample_staleness": float(np.mean(versions)) if versions else 0.0,
     }
     if waits:
-        m["learner/wait_reason"] = "reuse cap: self-play is behind" if window["throttled"] >= window["filling"] \
+        m["learner/wait_reason"] = "samples/position target: self-play is behind" if window["throttled"] >= window["filling"] \
             else "filling the buffer"
     for key in ("losses/policy", "losses/value", "losses/total", "losses/policy_target_entropy"):
         m[key] = float(np.mean([x[key] for x in losses])) if losses else None
