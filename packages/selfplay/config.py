@@ -108,6 +108,11 @@ class LearnerConfig:
     """Above the floor the sampling window is window_scale * positions_added ** window_exponent (KataGo)."""
     window_exponent: float = 0.75
     """How fast the window grows with the data: 1 = linearly (all of it), smaller = older games fade out."""
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
+    """cosine: decay learner.lr to lr_final_fraction of it over run.max_minutes (or run.max_steps);
+    constant when the run has neither budget. The schedule follows this session's budget."""
+    lr_final_fraction: float = 0.1
+    """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20
@@ -130,6 +135,8 @@ class LearnerConfig:
                f"learner.replay_capacity")
         _check(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
         _check(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
+        _check(0 < self.lr_final_fraction <= 1,
+               f"learner.lr_final_fraction={self.lr_final_fraction} must be in (0, 1]")
         _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
 
 

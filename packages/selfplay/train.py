@@ -126,12 +126,14 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             elapsed = time.monotonic() - started
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
                           (cfg.run.max_minutes and elapsed >= 60 * cfg.run.max_minutes)
-            ready_step, stopping = agree(has_batch, bool(stop) or bool(out_of_time), info, device)
+            ready_step, stopping, progress = agree(has_batch, bool(stop) or bool(out_of_time), info, device,
+                                                   _time_progress(cfg, elapsed))
             if stopping:
                 break
             if not ready_step:
                 window.waited(time.monotonic() - wait_from, filling=replay.size < lc.min_replay)
             else:
+                learner.set_progress(_budget_progress(cfg, step, progress))
                 batch = replay.sample(lc.batch_size)
                 window.stepped(learner.step(batch), float(step - batch["version"].mean()))
                 step += 1
@@ -142,6 +144,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             evals.poll(step, learner.model, now)
             if now - last_log >= cfg.run.log_every_seconds:
                 metrics = window.metrics(selfplay.pool, replay, counters, step, now - last_log)
+                metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
                 runlog.record(step, metrics)
                 runlog.say(progress_line(metrics, evals.last))
                 last_log = now
@@ -170,6 +173,19 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
     return step
+
+
+def _time_progress(cfg: Config, elapsed_s: float) -> float:
+    """Share of this session's time budget spent (0 without one)."""
+    return min(1.0, elapsed_s / (60 * cfg.run.max_minutes)) if cfg.run.max_minutes else 0.0
+
+
+def _budget_progress(cfg: Config, step: int, time_progress: float) -> float | None:
+    """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one."""
+    if not (cfg.run.max_minutes or cfg.run.max_steps):
+        return None
+    by_steps = min(1.0, step / cfg.run.max_steps) if cfg.run.max_steps else 0.0
+    return max(time_progress, by_steps)
 
 
 def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learner: Learner, replay: ReplayBuffer,

@@ -59,6 +59,8 @@ def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still
     (["--learner.samples_per_position=0"], "learner.samples_per_position=0.0 must be in (0, 1000]"),
     (["--learner.window_floor=100"], "learner.window_floor=100 must be between learner.batch_size"),
     (["--learner.window_exponent=1.5"], "learner.window_exponent=1.5 must be in (0, 1]"),
+    (["--learner.lr_schedule=step"], "learner.lr_schedule='step' is not allowed: choose one of constant, cosine"),
+    (["--learner.lr_final_fraction=0"], "learner.lr_final_fraction=0.0 must be in (0, 1]"),
 ])
 def test_new_learner_fields_are_validated(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
