@@ -41,10 +41,16 @@ class ModelConfig:
     """Width of the residual trunk (filters per conv)."""
     blocks: int = 4
     """Residual blocks in the trunk."""
+    policy_filters: int = 32
+    """1x1 filters of the policy head (AlphaZero.jl uses 32; 2 squeezed the trunk's features through a slit)."""
+    value_filters: int = 32
+    """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
 
     def __post_init__(self):
         _check(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
         _check(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
+        _check(1 <= self.policy_filters <= 1024, f"model.policy_filters={self.policy_filters} must be in 1..1024")
+        _check(1 <= self.value_filters <= 1024, f"model.value_filters={self.value_filters} must be in 1..1024")
 
 
 @dataclass
@@ -211,7 +217,10 @@ class Config:
         return dataclasses.asdict(self)
 
     # fields that change the network or the game: a checkpoint cannot be resumed under other values
-    SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks")
+    SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks",
+                                                      "model.policy_filters", "model.value_filters")
+    # what a checkpoint written before a shape field existed was built with (its saved config lacks the key)
+    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {"model": {"policy_filters": 2, "value_filters": 1}}
 
 
 # keys of earlier versions: a user's YAML or override naming one is told what replaced it; a checkpoint's
@@ -312,6 +321,15 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
         section, key = dotted.split(".")
         _check(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")
     return from_dict(merged)
+
+
+def with_legacy_shape(saved: dict) -> dict:
+    """A checkpoint's saved config with the shape fields it predates filled in as they were then."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()}
+    for section, values in Config.LEGACY_SHAPE.items():
+        for key, value in values.items():
+            out.setdefault(section, {}).setdefault(key, value)
+    return out
 
 
 def dump(cfg: Config) -> str:

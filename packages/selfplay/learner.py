@@ -33,7 +33,8 @@ class Learner:
     def __init__(self, cfg: Config, game: Game, precision: Precision, info: DistInfo, seed: int):
         self.cfg, self.game, self.precision = cfg, game, precision
         self.device = precision.device
-        self.model = build_model(game, cfg.model.channels, cfg.model.blocks).to(self.device)
+        self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
+                                 cfg.model.value_filters).to(self.device)
         self.trainable = self.model
         if info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None

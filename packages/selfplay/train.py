@@ -21,7 +21,7 @@ import torch
 
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
-from .config import Config, dump
+from .config import Config, dump, with_legacy_shape
 from .distributed import (
     DistInfo,
     LostRankError,
@@ -195,7 +195,7 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
     newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
         payload = checkpoint.load(newest)
-        checkpoint.check_compatible(payload["config"], cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        checkpoint.check_compatible(with_legacy_shape(payload["config"]), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
         learner.load_state_dict(payload)
         if payload.get("replay"):
             replay.load_state_dict(payload["replay"])

@@ -61,8 +61,9 @@ def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still
     (["--learner.window_exponent=1.5"], "learner.window_exponent=1.5 must be in (0, 1]"),
     (["--learner.lr_schedule=step"], "learner.lr_schedule='step' is not allowed: choose one of constant, cosine"),
     (["--learner.lr_final_fraction=0"], "learner.lr_final_fraction=0.0 must be in (0, 1]"),
+    (["--model.value_filters=0"], "model.value_filters=0 must be in 1..1024"),
 ])
-def test_new_learner_fields_are_validated(overrides, message):
+def test_new_learner_and_model_fields_are_validated(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
                        .replace("[", r"\[").replace("]", r"\]")):
         load(resolve_config("connect4"), overrides)
