@@ -41,10 +41,16 @@ class ModelConfig:
     """Width of the residual trunk (filters per conv)."""
     blocks: int = 4
     """Residual blocks in the trunk."""
+    policy_filters: int = 32
+    """1x1 filters of the policy head (AlphaZero.jl uses 32; 2 squeezed the trunk's features through a slit)."""
+    value_filters: int = 32
+    """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
 
     def __post_init__(self):
         _check(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
         _check(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
+        _check(1 <= self.policy_filters <= 1024, f"model.policy_filters={self.policy_filters} must be in 1..1024")
+        _check(1 <= self.value_filters <= 1024, f"model.value_filters={self.value_filters} must be in 1..1024")
 
 
 @dataclass
@@ -100,8 +106,19 @@ class LearnerConfig:
     """Positions kept in the replay ring buffer (oldest overwritten first)."""
     min_replay: int = 2_000
     """Positions needed before the first step."""
-    max_reuse: int = 4
-    """A position is trained on at most this many times; the learner waits for fresh games after that."""
+    samples_per_position: float = 4.0
+    """Samples trained per position self-play adds: the learner waits when it is further ahead (replay.py)."""
+    window_floor: int = 20_000
+    """Batches are drawn from at least the newest this many positions (all of them while fewer are held)."""
+    window_scale: float = 4.0
+    """Above the floor the sampling window is window_scale * positions_added ** window_exponent (KataGo)."""
+    window_exponent: float = 0.75
+    """How fast the window grows with the data: 1 = linearly (all of it), smaller = older games fade out."""
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
+    """cosine: decay learner.lr to lr_final_fraction of it over run.max_minutes (or run.max_steps);
+    constant when the run has neither budget. The schedule follows this session's budget."""
+    lr_final_fraction: float = 0.1
+    """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20
@@ -117,7 +134,15 @@ class LearnerConfig:
                f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
         _check(self.batch_size <= self.min_replay <= self.replay_capacity,
                f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
-        _check(1 <= self.max_reuse <= 1000, f"learner.max_reuse={self.max_reuse} must be in 1..1000")
+        _check(0 < self.samples_per_position <= 1000,
+               f"learner.samples_per_position={self.samples_per_position} must be in (0, 1000]")
+        _check(self.batch_size <= self.window_floor <= self.replay_capacity,
+               f"learner.window_floor={self.window_floor} must be between learner.batch_size and "
+               f"learner.replay_capacity")
+        _check(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
+        _check(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
+        _check(0 < self.lr_final_fraction <= 1,
+               f"learner.lr_final_fraction={self.lr_final_fraction} must be in (0, 1]")
         _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
 
 
@@ -192,7 +217,18 @@ class Config:
         return dataclasses.asdict(self)
 
     # fields that change the network or the game: a checkpoint cannot be resumed under other values
-    SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks")
+    SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks",
+                                                      "model.policy_filters", "model.value_filters")
+    # what a checkpoint written before a shape field existed was built with (its saved config lacks the key)
+    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {"model": {"policy_filters": 2, "value_filters": 1}}
+
+
+# keys of earlier versions: a user's YAML or override naming one is told what replaced it; a checkpoint's
+# saved config (from_dict) may still hold them and loads with them ignored
+RETIRED_KEYS: dict[str, str] = {
+    "learner.max_reuse": "learner.samples_per_position (samples trained per new position; the learner "
+                         "samples a growing window instead of capping each position's uses)",
+}
 
 
 # section name -> its dataclass (game -> GameConfig, ...)
@@ -238,6 +274,8 @@ def from_dict(data: dict | None) -> Config:
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, raw in values.items():
+            if f"{name}.{key}" in RETIRED_KEYS:
+                continue
             _check(key in known, f"unknown key {name}.{key}: valid keys are {', '.join(known)}")
             kwargs[key] = _coerce(name, key, raw)
         sections[name] = cls(**kwargs)
@@ -278,7 +316,20 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
         _check(isinstance(data, dict), f"config file {str(p)!r} must hold a mapping of sections, not {type(data).__name__}")
-    return from_dict(merge(data, parse_overrides(list(overrides))))
+    merged = merge(data, parse_overrides(list(overrides)))
+    for dotted, replacement in RETIRED_KEYS.items():
+        section, key = dotted.split(".")
+        _check(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")
+    return from_dict(merged)
+
+
+def with_legacy_shape(saved: dict) -> dict:
+    """A checkpoint's saved config with the shape fields it predates filled in as they were then."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()}
+    for section, values in Config.LEGACY_SHAPE.items():
+        for key, value in values.items():
+            out.setdefault(section, {}).setdefault(key, value)
+    return out
 
 
 def dump(cfg: Config) -> str:

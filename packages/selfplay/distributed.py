@@ -72,14 +72,19 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen)
 
 
-def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device) -> tuple[bool, bool]:
-    """(all ranks ready, any rank stopping). One 2-int all-reduce; free without a process group."""
+def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device,
+          progress: float = 0.0) -> tuple[bool, bool, float]:
+    """(all ranks ready, any rank stopping, mean progress). One 3-int all-reduce; free without a process group.
+
+    ``progress`` (0..1 of the time budget) sets the learning rate: ranks' clocks differ slightly, and
+    one rate on every rank keeps DDP's replicas identical.
+    """
     if not info.enabled:
-        return ready, stop
-    flags = torch.tensor([0 if ready else 1, 1 if stop else 0], dtype=torch.int32,
-                         device=device if info.backend == "nccl" else "cpu")
+        return ready, stop, progress
+    flags = torch.tensor([0 if ready else 1, 1 if stop else 0, round(min(1.0, max(0.0, progress)) * 100_000)],
+                         dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
     dist.all_reduce(flags, op=dist.ReduceOp.SUM)
-    return int(flags[0]) == 0, int(flags[1]) > 0
+    return int(flags[0]) == 0, int(flags[1]) > 0, int(flags[2]) / 100_000 / info.world_size
 
 
 def broadcast_state(state: dict | None, info: DistInfo) -> dict | None:

@@ -21,7 +21,7 @@ import torch
 
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
-from .config import Config, dump
+from .config import Config, dump, with_legacy_shape
 from .distributed import (
     DistInfo,
     LostRankError,
@@ -84,56 +84,19 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     seed = cfg.run.seed + 1000 * info.rank
     torch.manual_seed(seed)
     learner = Learner(cfg, game, precision, info, seed)
-    replay = ReplayBuffer(cfg.learner.replay_capacity, game.state_words, game.num_actions,
-                          cfg.learner.max_reuse, seed)
+    lc = cfg.learner
+    replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
+                          lc.window_floor, lc.window_scale, lc.window_exponent, seed)
     counters = {"games": 0, "positions": 0, "actor_restarts": 0}
-
-    # -- resume: rank 0 reads the newest checkpoint, then every rank starts from its weights and step
-    step = 0
-    newest = checkpoint.latest(run_dir.local) if info.is_main else None
-    if newest is not None:
-        payload = checkpoint.load(newest)
-        checkpoint.check_compatible(payload["config"], cfg.to_dict(), Config.SHAPE_FIELDS, newest)
-        learner.load_state_dict(payload)
-        if payload.get("replay"):
-            replay.load_state_dict(payload["replay"])
-        counters.update(payload.get("counters", {}))
-        step = int(payload["step"])
-        runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
-    if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
-        state = broadcast_state({**learner.state_dict(), "step": step} if info.is_main else None, info)
-        if not info.is_main:
-            learner.load_state_dict(state)
-            step = int(state["step"])
+    step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
                f"learner {precision.describe()}"
                + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")
                + f", run dir {cfg.run.dir}")
-
-    numel = sum(v.numel() for _, v in flat_float_state(learner.model))
-    weights = SharedWeights(numel)
-    weights.publish(learner.model, step)
-    server = None
-    if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and device.type == "cuda"):
-        planes = game.encode(game.initial_states(1)).shape[1:]
-        server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device,
-                            precision.dtype if device.type == "cuda" else inference_dtype(cfg.actors.precision))
-        server.publish(learner.model, step)
-        server.start()
-        runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
-    pool = ActorPool(actors, cfg.to_dict(), weights.name, numel, seed, cfg.actors.restart_limit, server)
-    eval_due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
-    if eval_due:
-        try:
-            evaluate.find_pons_dir(cfg.eval.pons_dir)
-        except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
-            runlog.say(f"warning: {e}; periodic evaluation is off for this run")
-            eval_due = False
-    evaluator_pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) if eval_due else None
-    pending_eval: Future | None = None
-    last_eval: dict | None = None
+    selfplay = SelfPlay(cfg, game, device, precision, learner, step, actors, seed, runlog)
+    evals = PeriodicEval(cfg, game, info, runlog)
 
     def save(final: bool = False) -> None:
         if not info.is_main:
@@ -149,64 +112,41 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                    + (" (final)" if final else ""))
 
     started = time.monotonic()
-    last_log = last_ckpt = last_eval_t = started
-    window = {"steps": 0, "wait_s": 0.0, "throttled": 0, "filling": 0, "t": started, "totals": None}
-    losses: list[dict] = []
-    versions: list[float] = []
+    last_log = last_ckpt = started
+    window = MetricsWindow()
     ready_step = False
     lost: RuntimeError | None = None
     try:
-        pool.start()
+        selfplay.pool.start()
         while True:
             # -- gather self-play output; wait briefly only when the learner cannot step anyway
-            for event in pool.check():
-                counters["actor_restarts"] += 1
-                runlog.say(f"warning: {event}")
             wait_from = time.monotonic()
-            for s in pool.get(timeout=0 if ready_step else 0.25):
-                replay.add(s.states, s.policy, s.z, s.q, s.version)
-                counters["games"] += s.games
-                counters["positions"] += len(s.z)
-            has_batch = replay.size >= cfg.learner.min_replay and replay.eligible() >= cfg.learner.batch_size
+            selfplay.collect(replay, counters, timeout=0 if ready_step else 0.25)
+            has_batch = replay.size >= lc.min_replay and replay.ready(lc.batch_size)
+            elapsed = time.monotonic() - started
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
-                          (cfg.run.max_minutes and time.monotonic() - started >= 60 * cfg.run.max_minutes)
-            ready_step, stopping = agree(has_batch, bool(stop) or bool(out_of_time), info, device)
+                          (cfg.run.max_minutes and elapsed >= 60 * cfg.run.max_minutes)
+            ready_step, stopping, progress = agree(has_batch, bool(stop) or bool(out_of_time), info, device,
+                                                   _time_progress(cfg, elapsed))
             if stopping:
                 break
             if not ready_step:
-                window["wait_s"] += time.monotonic() - wait_from
-                window["throttled" if replay.size >= cfg.learner.min_replay else "filling"] += 1
+                window.waited(time.monotonic() - wait_from, filling=replay.size < lc.min_replay)
             else:
-                batch = replay.sample(cfg.learner.batch_size)
-                losses.append(learner.step(batch))
-                versions.append(float(step - batch["version"].mean()))
+                learner.set_progress(_budget_progress(cfg, step, progress))
+                batch = replay.sample(lc.batch_size)
+                window.stepped(learner.step(batch), float(step - batch["version"].mean()))
                 step += 1
-                window["steps"] += 1
-                if step % cfg.learner.publish_every == 0:
-                    (server or weights).publish(learner.model, step)
+                if step % lc.publish_every == 0:
+                    selfplay.publish(learner.model, step)
 
             now = time.monotonic()
-            if pending_eval is not None and pending_eval.done():
-                try:
-                    result = pending_eval.result()
-                    last_eval = evaluate.summary(result)
-                    runlog.record(step, last_eval, kind="eval")
-                    runlog.say("evaluation at step %d:\n%s" % (step, evaluate.format_table(result)))
-                except Exception as e:  # an evaluation failure must not end the training
-                    runlog.say(f"warning: evaluation failed: {e}")
-                pending_eval = None
-            if evaluator_pool and pending_eval is None and now - last_eval_t >= 60 * cfg.eval.every_minutes:
-                last_eval_t = now
-                state = {k: v.detach().cpu().clone() for k, v in learner.model.state_dict().items()}
-                pending_eval = evaluator_pool.submit(
-                    evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,
-                    cfg.eval.positions_per_set, cfg.eval.simulations, cfg.search.c_puct, cfg.actors.precision)
+            evals.poll(step, learner.model, now)
             if now - last_log >= cfg.run.log_every_seconds:
-                metrics = _window_metrics(window, pool, replay, counters, losses, versions, step, now - last_log)
+                metrics = window.metrics(selfplay.pool, replay, counters, step, now - last_log)
+                metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
                 runlog.record(step, metrics)
-                runlog.say(progress_line(metrics, last_eval))
-                losses.clear()
-                versions.clear()
+                runlog.say(progress_line(metrics, evals.last))
                 last_log = now
             if now - last_ckpt >= 60 * cfg.run.checkpoint_every_minutes:
                 save()
@@ -218,13 +158,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             raise
         lost = error
     finally:
-        pool.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
-        if server is not None:  # after the actors: one waiting on its answer would otherwise hang until killed
-            server.stop()
-            server.slots.close()
-        weights.close()
-        if evaluator_pool is not None:
-            evaluator_pool.shutdown(wait=False, cancel_futures=True)
+        selfplay.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
+        evals.close()
     # reached on a clean stop and on a lost rank: the state is consistent at `step`, because a failed
     # all-reduce never reaches the optimizer
     save(final=True)
@@ -234,38 +169,178 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                             f"start every node again to resume")
     # every rank prints this: identical lines across ranks prove DDP kept them in step
     checksum = sum(float(p.detach().double().sum()) for p in learner.model.parameters())
-    played = pool.totals()["moves"]
+    played = selfplay.pool.totals()["moves"]
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
     return step
 
 
-def _window_metrics(window: dict, pool: ActorPool, replay: ReplayBuffer, counters: dict, losses: list[dict],
-                    versions: list[float], step: int, seconds: float) -> dict:
-    totals = pool.totals()
-    previous = window["totals"] or {k: 0.0 for k in totals}
-    delta = {k: max(0.0, totals[k] - previous[k]) for k in totals}
-    window["totals"] = totals
-    waits = window["throttled"] + window["filling"]
-    m = {
-        "charts/step": step,
-        "charts/positions_per_s": delta["moves"] / seconds,
-        "charts/simulations_per_s": delta["simulations"] / seconds,
-        "charts/learner_steps_per_s": window["steps"] / seconds,
-        "selfplay/games": counters["games"],
-        "selfplay/positions": counters["positions"],
-        "selfplay/evals_per_call": delta["evals"] / max(1.0, delta["calls"]),
-        "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
-        "selfplay/actor_restarts": counters["actor_restarts"],
-        "learner/buffer_size": replay.size,
-        "learner/mean_reuse": replay.mean_uses(),
-        "learner/wait_fraction": min(1.0, window["wait_s"] / seconds),
-        "learner/sample_staleness": float(np.mean(versions)) if versions else 0.0,
-    }
-    if waits:
-        m["learner/wait_reason"] = "reuse cap: self-play is behind" if window["throttled"] >= window["filling"] \
-            else "filling the buffer"
-    for key in ("losses/policy", "losses/value", "losses/total", "losses/policy_target_entropy"):
-        m[key] = float(np.mean([x[key] for x in losses])) if losses else None
-    window.update(steps=0, wait_s=0.0, throttled=0, filling=0)
-    return m
+def _time_progress(cfg: Config, elapsed_s: float) -> float:
+    """Share of this session's time budget spent (0 without one)."""
+    return min(1.0, elapsed_s / (60 * cfg.run.max_minutes)) if cfg.run.max_minutes else 0.0
+
+
+def _budget_progress(cfg: Config, step: int, time_progress: float) -> float | None:
+    """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one."""
+    if not (cfg.run.max_minutes or cfg.run.max_steps):
+        return None
+    by_steps = min(1.0, step / cfg.run.max_steps) if cfg.run.max_steps else 0.0
+    return max(time_progress, by_steps)
+
+
+def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learner: Learner, replay: ReplayBuffer,
+            counters: dict) -> int:
+    """Rank 0 reads the newest checkpoint, then every rank starts from its weights and step; return the step."""
+    step = 0
+    newest = checkpoint.latest(run_dir.local) if info.is_main else None
+    if newest is not None:
+        payload = checkpoint.load(newest)
+        checkpoint.check_compatible(with_legacy_shape(payload["config"]), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        learner.load_state_dict(payload)
+        if payload.get("replay"):
+            replay.load_state_dict(payload["replay"])
+        counters.update(payload.get("counters", {}))
+        step = int(payload["step"])
+        runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
+    if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
+        state = broadcast_state({**learner.state_dict(), "step": step} if info.is_main else None, info)
+        if not info.is_main:
+            learner.load_state_dict(state)
+            step = int(state["step"])
+    return step
+
+
+class SelfPlay:
+    """The actors, the weights they read and, on the GPU path, the server that answers their leaves."""
+
+    def __init__(self, cfg: Config, game, device: torch.device, precision, learner: Learner, step: int,
+                 actors: int, seed: int, runlog: RunLog):
+        self.runlog = runlog
+        numel = sum(v.numel() for _, v in flat_float_state(learner.model))
+        self.weights = SharedWeights(numel)
+        self.weights.publish(learner.model, step)
+        self.server = None
+        if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and device.type == "cuda"):
+            planes = game.encode(game.initial_states(1)).shape[1:]
+            dtype = precision.dtype if device.type == "cuda" else inference_dtype(cfg.actors.precision)
+            self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype)
+            self.server.publish(learner.model, step)
+            self.server.start()
+            runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
+        self.pool = ActorPool(actors, cfg.to_dict(), self.weights.name, numel, seed, cfg.actors.restart_limit,
+                              self.server)
+
+    def collect(self, replay: ReplayBuffer, counters: dict, timeout: float) -> None:
+        """Finished games into the replay buffer; restarted actors counted and reported."""
+        for event in self.pool.check():
+            counters["actor_restarts"] += 1
+            self.runlog.say(f"warning: {event}")
+        for s in self.pool.get(timeout=timeout):
+            replay.add(s.states, s.policy, s.z, s.q, s.version)
+            counters["games"] += s.games
+            counters["positions"] += len(s.z)
+
+    def publish(self, model, step: int) -> None:
+        (self.server or self.weights).publish(model, step)
+
+    def stop(self) -> None:
+        self.pool.stop()
+        if self.server is not None:  # after the actors: one waiting on its answer would otherwise hang until killed
+            self.server.stop()
+            self.server.slots.close()
+        self.weights.close()
+
+
+class PeriodicEval:
+    """Pons grading every eval.every_minutes in a spawned process on a copy of the weights; never waited on."""
+
+    def __init__(self, cfg: Config, game, info: DistInfo, runlog: RunLog):
+        self.cfg, self.runlog = cfg, runlog
+        self.last: dict | None = None
+        self.pending: Future | None = None
+        self.last_t = time.monotonic()
+        due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
+        if due:
+            try:
+                evaluate.find_pons_dir(cfg.eval.pons_dir)
+            except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
+                runlog.say(f"warning: {e}; periodic evaluation is off for this run")
+                due = False
+        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) if due else None
+
+    def poll(self, step: int, model: torch.nn.Module, now: float) -> None:
+        cfg = self.cfg
+        if self.pending is not None and self.pending.done():
+            try:
+                result = self.pending.result()
+                self.last = evaluate.summary(result)
+                self.runlog.record(step, self.last, kind="eval")
+                self.runlog.say(f"evaluation at step {step}:\n{evaluate.format_table(result)}")
+            except Exception as e:  # an evaluation failure must not end the training
+                self.runlog.say(f"warning: evaluation failed: {e}")
+            self.pending = None
+        if self.pool and self.pending is None and now - self.last_t >= 60 * cfg.eval.every_minutes:
+            self.last_t = now
+            state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            self.pending = self.pool.submit(
+                evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,
+                cfg.eval.positions_per_set, cfg.eval.simulations, cfg.search.c_puct, cfg.actors.precision)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class MetricsWindow:
+    """What happened since the last progress line: steps, losses, waits, and the actors' counters' deltas."""
+
+    def __init__(self):
+        self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
+        self.totals: dict | None = None
+        self.losses: list[dict] = []
+        self.staleness: list[float] = []
+
+    def waited(self, seconds: float, filling: bool) -> None:
+        self.wait_s += seconds
+        if filling:
+            self.filling += 1
+        else:
+            self.throttled += 1
+
+    def stepped(self, losses: dict, staleness: float) -> None:
+        self.steps += 1
+        self.losses.append(losses)
+        self.staleness.append(staleness)
+
+    def metrics(self, pool: ActorPool, replay: ReplayBuffer, counters: dict, step: int, seconds: float) -> dict:
+        totals = pool.totals()
+        previous = self.totals or {k: 0.0 for k in totals}
+        delta = {k: max(0.0, totals[k] - previous[k]) for k in totals}
+        self.totals = totals
+        m = {
+            "charts/step": step,
+            "charts/positions_per_s": delta["moves"] / seconds,
+            "charts/simulations_per_s": delta["simulations"] / seconds,
+            "charts/learner_steps_per_s": self.steps / seconds,
+            "selfplay/games": counters["games"],
+            "selfplay/positions": counters["positions"],
+            "selfplay/evals_per_call": delta["evals"] / max(1.0, delta["calls"]),
+            "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
+            "selfplay/actor_restarts": counters["actor_restarts"],
+            "learner/buffer_size": replay.size,
+            "learner/window": replay.window(),
+            # samples trained per position added: the pacing target (learner.samples_per_position) when
+            # the learner keeps up, below it when self-play outpaces the learner
+            "learner/mean_reuse": replay.samples_per_added(),
+            "learner/wait_fraction": min(1.0, self.wait_s / seconds),
+            "learner/sample_staleness": float(np.mean(self.staleness)) if self.staleness else 0.0,
+        }
+        if self.throttled + self.filling:
+            m["learner/wait_reason"] = "samples/position target: self-play is behind" \
+                if self.throttled >= self.filling else "filling the buffer"
+        for key in ("losses/policy", "losses/value", "losses/total", "losses/policy_target_entropy"):
+            m[key] = float(np.mean([x[key] for x in self.losses])) if self.losses else None
+        self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
+        self.losses.clear()
+        self.staleness.clear()
+        return m

@@ -46,3 +46,24 @@ def test_cli_prints_one_line_and_exits_2_on_a_bad_config(capsys):
     assert err == ["selfplay: error: search.c_puct=-1.0 must be > 0"]
     assert main(["train", "--config", "go"]) == 2
     assert "choose one of connect4, tictactoe" in capsys.readouterr().err
+
+
+def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still_loads():
+    with pytest.raises(ConfigError, match=r"learner\.max_reuse is no longer a setting: use learner\.samples_per_position"):
+        load(resolve_config("connect4"), ["--learner.max_reuse=4"])
+    from selfplay.config import from_dict
+    assert from_dict({"learner": {"max_reuse": 4, "lr": 0.01}}).learner.lr == 0.01  # `selfplay eval` of an old run
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["--learner.samples_per_position=0"], "learner.samples_per_position=0.0 must be in (0, 1000]"),
+    (["--learner.window_floor=100"], "learner.window_floor=100 must be between learner.batch_size"),
+    (["--learner.window_exponent=1.5"], "learner.window_exponent=1.5 must be in (0, 1]"),
+    (["--learner.lr_schedule=step"], "learner.lr_schedule='step' is not allowed: choose one of constant, cosine"),
+    (["--learner.lr_final_fraction=0"], "learner.lr_final_fraction=0.0 must be in (0, 1]"),
+    (["--model.value_filters=0"], "model.value_filters=0 must be in 1..1024"),
+])
+def test_new_learner_and_model_fields_are_validated(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+                       .replace("[", r"\[").replace("]", r"\]")):
+        load(resolve_config("connect4"), overrides)
