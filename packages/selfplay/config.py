@@ -149,7 +149,7 @@ class LearnerConfig:
 @dataclass
 class EvalConfig:
     every_minutes: float = 5.0
-    """Minutes between evaluations on the Pons sets during training; 0 turns them off."""
+    """Minutes between evaluations on the Pons sets during training, the first at the start; 0 turns them off."""
     positions_per_set: int = 200
     """Positions graded per set during training (the first N; `selfplay eval` grades all 1000)."""
     simulations: int = 25

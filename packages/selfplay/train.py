@@ -252,13 +252,16 @@ class SelfPlay:
 
 
 class PeriodicEval:
-    """Pons grading every eval.every_minutes in a spawned process on a copy of the weights; never waited on."""
+    """Pons grading at the start (the baseline, and a progress line with errors within a minute or two) and then
+    every eval.every_minutes, in a spawned process on a copy of the weights; never waited on. Each result is
+    recorded at the step whose weights were graded."""
 
     def __init__(self, cfg: Config, game, info: DistInfo, runlog: RunLog):
         self.cfg, self.runlog = cfg, runlog
         self.last: dict | None = None
         self.pending: Future | None = None
-        self.last_t = time.monotonic()
+        self.pending_step = 0
+        self.last_t = -float("inf")  # due at once
         due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
         if due:
             try:
@@ -274,13 +277,13 @@ class PeriodicEval:
             try:
                 result = self.pending.result()
                 self.last = evaluate.summary(result)
-                self.runlog.record(step, self.last, kind="eval")
-                self.runlog.say(f"evaluation at step {step}:\n{evaluate.format_table(result)}")
+                self.runlog.record(self.pending_step, self.last, kind="eval")
+                self.runlog.say(f"evaluation at step {self.pending_step}:\n{evaluate.format_table(result)}")
             except Exception as e:  # an evaluation failure must not end the training
                 self.runlog.say(f"warning: evaluation failed: {e}")
             self.pending = None
         if self.pool and self.pending is None and now - self.last_t >= 60 * cfg.eval.every_minutes:
-            self.last_t = now
+            self.last_t, self.pending_step = now, step
             state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             self.pending = self.pool.submit(
                 evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,

@@ -111,6 +111,7 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     assert result.returncode == 0, result.stdout + result.stderr
     evals = records(run, kind="eval")
     assert evals and eval_key("Begin-Hard", "mcts_weak") in evals[0]
+    assert evals[0]["step"] == 0  # the first grades the starting weights, at once
     graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
                       "--json", str(tmp_path / "eval.json"))
     assert graded.returncode == 0, graded.stderr
