@@ -128,7 +128,7 @@ def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path):
     first = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
                             "--run.max_steps=40", *FAST], capture_output=True, text=True, env=env, timeout=240)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert sorted(p.name for p in bucket.iterdir()) == ["ckpt-000000040.pt", "stats.jsonl"]
+    assert sorted(p.name for p in bucket.iterdir()) == ["ckpt-000000040.pt", "stats.jsonl", "tb"]
     env["GANTRY_STAGING"] = str(tmp_path / "machine-b")  # a fresh VM: nothing local
     second = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
                              "--run.max_steps=60", *FAST], capture_output=True, text=True, env=env, timeout=240)
