@@ -122,6 +122,20 @@ def cmd_eval(args, _overrides) -> int:
     return 0
 
 
+def _settings_help() -> str:
+    """Every section and key, for `selfplay train --help`; defaults, ranges and meanings are in config.py."""
+    import dataclasses
+    import textwrap
+
+    from .config import SECTIONS
+    lines = ["settings: --section.key=value (e.g. --search.simulations=100) or the same keys in the YAML;",
+             "defaults, allowed ranges and what each does: packages/selfplay/config.py"]
+    for name, cls in SECTIONS.items():
+        keys = ", ".join(f.name for f in dataclasses.fields(cls))
+        lines += textwrap.wrap(f"{name}: {keys}", 100, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
@@ -129,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_text in (("train", "train in this process (actors + learner); resumes run.dir's checkpoint"),
                             ("launch", "train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
                                        "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)")):
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=_settings_help(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")
     p = sub.add_parser("eval", help="grade a checkpoint on the Pons test sets (weak/strong error, policy and MCTS)")
     p.add_argument("--checkpoint", required=True, help="a ckpt-*.pt file or a run directory (its newest)")

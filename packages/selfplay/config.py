@@ -8,6 +8,7 @@ every checkpoint, and a resumed run must match it on the fields that shape the m
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,24 +262,40 @@ def _coerce(section: str, key: str, raw) -> object:
     return str(raw)
 
 
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def check_shape(data, source: str) -> dict:
+    """``data`` as {section: {key: value}}, or one line naming what is off in ``source`` (a file, the flags).
+
+    Runs before anything is merged, so a scalar where a section belongs, or a misspelt name, is
+    reported as such instead of surfacing as a TypeError deep inside the merge."""
+    data = {} if data is None else data
+    _check(isinstance(data, dict), f"{source} must hold a mapping of sections (game:, model:, search:, ...), "
+                                   f"not {type(data).__name__}")
+    for name, values in data.items():
+        _check(name in SECTIONS, f"unknown config section {name!r} in {source}: {_did_you_mean(str(name), SECTIONS)}"
+                                 f"sections are {', '.join(SECTIONS)}")
+        _check(values is None or isinstance(values, dict),
+               f"config section {name!r} in {source} is {values!r}: it must be a mapping of keys, e.g. "
+               f"{name}: {{{dataclasses.fields(SECTIONS[name])[0].name}: ...}}")
+        known = [f.name for f in dataclasses.fields(SECTIONS[name])]
+        for key in values or {}:
+            _check(key in known or f"{name}.{key}" in RETIRED_KEYS,
+                   f"unknown key {name}.{key} in {source}: {_did_you_mean(str(key), known)}"
+                   f"valid keys are {', '.join(known)}")
+    return {name: dict(values or {}) for name, values in data.items()}
+
+
 def from_dict(data: dict | None) -> Config:
     """Build a Config from nested dicts, rejecting unknown sections and keys."""
-    data = data or {}
-    _check(isinstance(data, dict), "config must be a mapping of sections (game:, model:, search:, ...)")
     sections = {}
-    for name, values in data.items():
-        _check(name in SECTIONS, f"unknown config section {name!r}: choose one of {', '.join(SECTIONS)}")
-        values = values or {}
-        _check(isinstance(values, dict), f"config section {name!r} must be a mapping of key: value")
-        cls = SECTIONS[name]
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for key, raw in values.items():
-            if f"{name}.{key}" in RETIRED_KEYS:
-                continue
-            _check(key in known, f"unknown key {name}.{key}: valid keys are {', '.join(known)}")
-            kwargs[key] = _coerce(name, key, raw)
-        sections[name] = cls(**kwargs)
+    for name, values in check_shape(data, "the config").items():
+        kwargs = {key: _coerce(name, key, raw) for key, raw in values.items()
+                  if f"{name}.{key}" not in RETIRED_KEYS}
+        sections[name] = SECTIONS[name](**kwargs)
     return Config(**sections)
 
 
@@ -296,7 +313,8 @@ def parse_overrides(args: list[str]) -> dict:
 
 
 def merge(base: dict, extra: dict) -> dict:
-    out = {k: dict(v or {}) for k, v in base.items()}
+    """Two checked configs ({section: {key: value}}), the later winning key by key."""
+    out = {k: dict(v) for k, v in base.items()}
     for section, values in extra.items():
         out.setdefault(section, {}).update(values)
     return out
@@ -307,6 +325,8 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
     data: dict = {}
     if path:
         p = Path(path)
+        _check(not p.is_dir(), f"config {str(p)!r} is a folder: pass --config a YAML file in it, or a packaged "
+                               f"config name (see packages/selfplay/configs/)")
         _check(p.is_file(), f"config file {str(p)!r} not found: pass --config with an existing YAML file "
                             f"(see packages/selfplay/configs/)")
         try:
@@ -315,8 +335,8 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
-        _check(isinstance(data, dict), f"config file {str(p)!r} must hold a mapping of sections, not {type(data).__name__}")
-    merged = merge(data, parse_overrides(list(overrides)))
+        data = check_shape(data, f"config file {str(p)!r}")
+    merged = merge(data, check_shape(parse_overrides(list(overrides)), "the --section.key=value flags"))
     for dotted, replacement in RETIRED_KEYS.items():
         section, key = dotted.split(".")
         _check(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")

@@ -1,8 +1,13 @@
 """Config: typed defaults, YAML + overrides, and errors that name the field and the fix."""
 
+import re
+
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from selfplay.__main__ import main, resolve_config
-from selfplay.config import ConfigError, load
+from selfplay.config import SECTIONS, ConfigError, load
 
 
 def test_packaged_configs_load_and_overrides_apply():
@@ -12,8 +17,10 @@ def test_packaged_configs_load_and_overrides_apply():
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["--search.simulation=10"], "unknown key search.simulation: valid keys are simulations"),
-    (["--serch.simulations=10"], "unknown config section 'serch'"),
+    (["--search.simulation=10"], "unknown key search.simulation in the --section.key=value flags: "
+                                 "did you mean 'simulations'? valid keys are simulations"),
+    (["--serch.simulations=10"], "unknown config section 'serch' in the --section.key=value flags: "
+                                 "did you mean 'search'?"),
     (["--search.simulations=lots"], "search.simulations='lots' must be an integer"),
     (["--search.simulations=0"], "search.simulations=0 must be in 1..100000"),
     (["--learner.value_target=v"], "learner.value_target='v' is not allowed: choose one of z, q, zq"),
@@ -23,7 +30,7 @@ def test_packaged_configs_load_and_overrides_apply():
     (["search.simulations"], "bad override"),
 ])
 def test_bad_values_name_the_field(overrides, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load(resolve_config("connect4"), overrides)
 
 
@@ -67,3 +74,57 @@ def test_new_learner_and_model_fields_are_validated(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
                        .replace("[", r"\[").replace("]", r"\]")):
         load(resolve_config("connect4"), overrides)
+
+
+def test_a_config_of_the_wrong_shape_is_named_before_anything_is_merged(tmp_path):
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("model: 5\nsearch:\n  simulations: 10\n")
+    with pytest.raises(ConfigError, match=r"config section 'model' in config file .* is 5: it must be a mapping"):
+        load(scalar)
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("serach:\n  simulations: 10\n")
+    with pytest.raises(ConfigError, match="unknown config section 'serach' in config file .*did you mean 'search'"):
+        load(typo)
+    with pytest.raises(ConfigError, match="is a folder: pass --config a YAML file in it"):
+        load(tmp_path)
+
+
+def test_train_help_lists_every_section_and_key(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "packages/selfplay/config.py" in out
+    for name in SECTIONS:
+        assert f"  {name}: " in out
+
+
+# Anything YAML can hold, nested a little: the shapes users get wrong (scalars for sections, lists, typos).
+scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=8)
+names = st.sampled_from([*SECTIONS, "serch", "modle", "x"]) | st.text(max_size=6)
+keys = st.sampled_from(["simulations", "channels", "lr", "dir", "name", "count", "max_reuse", "simulation"]) \
+    | st.text(max_size=6)
+documents = scalars | st.lists(scalars, max_size=3) | st.dictionaries(
+    names, scalars | st.lists(scalars, max_size=2) | st.dictionaries(keys, scalars | st.lists(scalars, max_size=2),
+                                                                     max_size=3), max_size=4)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=documents)
+def test_any_malformed_config_is_one_config_error_never_a_crash(tmp_path, document):
+    path = tmp_path / "generated.yaml"
+    path.write_text(yaml.safe_dump(document))
+    before = path.read_text()
+    try:
+        load(path)
+    except ConfigError as e:
+        assert "\n" not in str(e) and str(e)  # one line that says what is wrong
+    assert path.read_text() == before  # nothing is written
+
+
+@settings(max_examples=200, deadline=None)
+@given(flags=st.lists(st.text(alphabet="-.=abcdeilmnorstu0123456789", max_size=24), max_size=3))
+def test_any_malformed_override_is_one_config_error_never_a_crash(flags):
+    try:
+        load(resolve_config("tictactoe"), flags)
+    except ConfigError as e:
+        assert "\n" not in str(e) and str(e)
