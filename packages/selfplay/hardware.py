@@ -63,6 +63,25 @@ def default_actor_count(cores: int) -> int:
     return cores if cores <= 2 else cores - 1
 
 
+def actor_count(requested: int, cores: int) -> tuple[int, str]:
+    """The actors this rank starts, and a warning when the request was cut down.
+
+    0 asks for the default. Each actor is a one-thread process that keeps a core busy: more actors than
+    the rank's cores (SMT siblings counted, since two actors can share a physical core) only queue for
+    the CPU, the load climbs and no game finishes, so a larger request is clamped, with a warning."""
+    if requested == 0:
+        return default_actor_count(cores), ""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = _cgroup_cpu_limit()
+    if limit is not None:
+        cpus = min(cpus, max(1, math.floor(limit)))
+    cap = max(1, cpus // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    if requested <= cap:
+        return requested, ""
+    return cap, (f"actors.count={requested} is more than the {cap} CPU(s) this rank may use: starting {cap} "
+                 f"(one busy process per CPU; more would only queue for it)")
+
+
 def _cpu_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -32,7 +32,7 @@ from .distributed import (
     is_collective_failure,
 )
 from .games import make_game
-from .hardware import cores_per_rank, default_actor_count, inference_dtype, pick_device, pick_precision
+from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
 from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
@@ -78,7 +78,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     device = pick_device(cfg.run.device)
     precision = pick_precision(device, cfg.learner.precision)
     cores = cores_per_rank()
-    actors = cfg.actors.count or default_actor_count(cores)
+    actors, clamped = actor_count(cfg.actors.count, cores)
+    if clamped:
+        runlog.say(f"warning: {clamped}")
     if device.type == "cpu":  # the learner gets the cores the actors leave
         torch.set_num_threads(max(1, cores - actors))
     seed = cfg.run.seed + 1000 * info.rank

@@ -1,5 +1,7 @@
 """Versioned weights through shared memory, and the precision policy for every device class."""
 
+import os
+
 import pytest
 import torch
 from selfplay.config import ConfigError
@@ -73,3 +75,15 @@ def test_ranks_on_one_node_split_its_cores(monkeypatch):
     assert cores_per_rank() == max(1, physical_cores() // 64)
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert cores_per_rank() == physical_cores()
+
+
+def test_far_more_actors_than_cpus_are_clamped_with_a_warning(monkeypatch):
+    from selfplay.hardware import actor_count
+
+    cpus = len(os.sched_getaffinity(0))
+    assert actor_count(0, 4) == (default_actor_count(4), "")  # 0: the default
+    assert actor_count(1, 4) == (1, "")
+    count, warning = actor_count(cpus * 50, 1)
+    assert count == cpus and f"actors.count={cpus * 50} is more than the {cpus} CPU(s)" in warning
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cpus * 2))  # more ranks than CPUs: still one actor each
+    assert actor_count(8, 1)[0] == 1
