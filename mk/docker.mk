@@ -18,6 +18,8 @@ build-train: $(VENV)/.installed-dev ## build the trainer image (CUDA if use_gpu,
 		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(BUILD_FLAGS) $(ARGS)
 
 train-docker: ## train in the local CPU image (make build-train first); Ctrl-C checkpoints, runs land in ./runs
+	@docker image inspect $(TRAIN_IMAGE) >/dev/null 2>&1 || { echo "gantry: error: no local image $(TRAIN_IMAGE). \
+	Build it first: make build-train (before make apply it builds here only)." >&2; exit 2; }
 	@mkdir -p runs
 	docker run --rm $$([ -t 0 ] && echo -it) --init --network host --shm-size=1g --user "$$(id -u):$$(id -g)" \
 		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config $(TRAIN_CONFIG) $(ARGS)

@@ -36,16 +36,23 @@ class RunLog:
         self.enabled = enabled
         self.stream = stream or sys.stdout
         self.dir = Path(run_dir)
-        self._tb = None
+        self._tb = None  # opened at the first figure: a run refused at resume leaves no empty event file
+        self._tb_missing = False
         self._jsonl = None
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._jsonl = open(self.dir / "stats.jsonl", "a", buffering=1)  # line-buffered: a crash loses nothing
+
+    def _events(self):
+        """The TensorBoard writer, opened on first use (None without tensorboard)."""
+        if self._tb is None and not self._tb_missing and self.enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
                 self._tb = SummaryWriter(str(self.dir / "tb"))
             except ImportError:  # tensorboard is a base dependency; a trimmed install still trains
+                self._tb_missing = True
                 self.say("tensorboard is not installed: writing stats.jsonl only")
+        return self._tb
 
     def say(self, text: str) -> None:
         if self.enabled:
@@ -57,14 +64,16 @@ class RunLog:
         clean = {k: v if isinstance(v, str) else float(v) if isinstance(v, (int, float)) and math.isfinite(v)
                  else None for k, v in metrics.items()}
         self._jsonl.write(json.dumps({"kind": kind, "step": step, "time": round(time.time(), 3), **clean}) + "\n")
-        if self._tb is not None:
+        events = self._events()
+        if events is not None:
             for k, v in clean.items():
                 if isinstance(v, float):
-                    self._tb.add_scalar(k, v, step)
+                    events.add_scalar(k, v, step)
 
     def hparams(self, config_yaml: str) -> None:
-        if self._tb is not None:
-            self._tb.add_text("config", "```yaml\n" + config_yaml + "\n```", 0)
+        events = self._events()
+        if events is not None:
+            events.add_text("config", "```yaml\n" + config_yaml + "\n```", 0)
 
     def close(self) -> None:
         if self._jsonl is not None:

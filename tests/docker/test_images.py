@@ -104,3 +104,12 @@ def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
     assert "building gantry-trainer:never from docker/Dockerfile.cpu failed" in failure.value.line()
     assert "make docker-base" in failure.value.line()
     assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile.cpu")
+
+
+def test_train_docker_before_build_train_says_build_first():
+    """Not a pull from Docker Hub of an image nobody published: the fix, in one line."""
+    result = subprocess.run(["make", "-s", "--no-print-directory", "train-docker", "TRAIN_IMAGE=gantry-trainer:never-built"],
+                            check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == ("gantry: error: no local image gantry-trainer:never-built. "
+                                             "Build it first: make build-train (before make apply it builds here only).")

@@ -38,3 +38,9 @@ def test_pull_on_a_fresh_machine_brings_the_newest_checkpoint_and_stats(tmp_path
     second = RunDir(url, staging_root=str(tmp_path / "machine-2"))
     second.pull()
     assert sorted(p.name for p in second.local.iterdir()) == ["ckpt-000000020.pt", "stats.jsonl"]
+
+
+def test_a_run_that_records_nothing_leaves_no_empty_event_file(tmp_path):
+    """A resume refused before the first record (another net shape, a corrupt checkpoint) adds no tb/ file."""
+    RunLog(tmp_path / "refused").close()
+    assert not (tmp_path / "refused" / "tb").exists()
