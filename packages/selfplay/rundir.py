@@ -36,6 +36,23 @@ class RunDir:
             self.local = Path(run_dir)
         self.pushed: dict[Path, tuple[int, int]] = {}  # event file -> (size, mtime_ns) when last copied up
 
+    def prepare(self) -> None:
+        """Check where the run writes before anything is trained, then pull the bucket's newest checkpoint."""
+        from .config import ConfigError
+
+        where = f"run.dir {self.url}" + (f" (staged in {self.local})" if self.remote else "")
+        try:
+            self.local.mkdir(parents=True, exist_ok=True)
+            probe = self.local / f".write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except (FileExistsError, NotADirectoryError):
+            raise ConfigError(f"{where}: a file stands where the folder should be; choose another --run.dir") from None
+        except OSError as e:
+            raise ConfigError(f"{where} cannot be written ({e.strerror}): choose a folder you can write, "
+                              f"e.g. --run.dir=runs/NAME") from None
+        self.pull()
+
     def pull(self) -> None:
         """Bring the newest remote checkpoint (and the stats so far) into the staging folder."""
         if not self.remote or not self.fs.exists(self.root):

@@ -62,14 +62,16 @@ def train(cfg: Config) -> int:
     """Run until max_steps / max_minutes / a signal; return the last learner step."""
     stop = StopRequested()
     info = init_distributed(cfg.dist.backend, cfg.dist.timeout_s)
-    run_dir = RunDir(cfg.run.dir)
-    if info.is_main:
-        run_dir.pull()  # a bucket's newest checkpoint, when run.dir is gs://...
-    runlog = RunLog(run_dir.local, enabled=info.is_main)
     try:
-        return _run(cfg, info, runlog, stop, run_dir)
+        run_dir = RunDir(cfg.run.dir)
+        if info.is_main:
+            run_dir.prepare()  # writable here? then a bucket's newest checkpoint, when run.dir is gs://...
+        runlog = RunLog(run_dir.local, enabled=info.is_main)
+        try:
+            return _run(cfg, info, runlog, stop, run_dir)
+        finally:
+            runlog.close()
     finally:
-        runlog.close()
         close(info)
 
 
