@@ -130,6 +130,22 @@ class PolledEvaluator(NetworkEvaluator):
         self.weights.close()
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent dies, however it dies (SIGKILL, OOM killer).
+
+    Without it, actors and the evaluation worker of a killed trainer live on, blocked on a queue for
+    good, and keep the shared-memory segments they map from being reclaimed. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
                seed: int, leaf: tuple | None = None) -> None:
     """Entry point of one actor process (started with the spawn method).
@@ -139,6 +155,7 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops us in order
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    die_with_parent()  # SIGTERM, handled above, when the learner is killed without a word
     torch.set_num_threads(1)
     cfg = from_dict(config_dict)
     game = make_game(cfg.game.name)

@@ -21,6 +21,7 @@ import torch
 
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
+from .actors import die_with_parent
 from .config import Config, dump, with_legacy_shape
 from .distributed import (
     DistInfo,
@@ -273,7 +274,8 @@ class PeriodicEval:
             except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
                 runlog.say(f"warning: {e}; periodic evaluation is off for this run")
                 due = False
-        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) if due else None
+        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent) \
+            if due else None
 
     def poll(self, step: int, model: torch.nn.Module, now: float) -> None:
         cfg = self.cfg

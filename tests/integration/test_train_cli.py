@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -147,3 +148,41 @@ def test_missing_pons_sets_turn_periodic_evaluation_off_with_one_warning(tmp_pat
                             capture_output=True, text=True, env=env, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("periodic evaluation is off for this run") == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended; only its entry is left
+    except OSError:
+        return False
+
+
+def _wait(predicate, what: str, limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s  # a guard against a hang, not a speed limit
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_a_killed_trainer_leaves_no_process_and_no_shared_memory_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    shm_before = set(os.listdir("/dev/shm"))
+    proc = start("train", "--config", "tictactoe", f"--run.dir={run}", "--run.checkpoint_every_minutes=0.05",
+                 "--eval.every_minutes=0", "--actors.count=1", "--run.log_every_seconds=1")
+    try:
+        wait_for_steps(run, 120)
+        _wait(lambda: list(run.glob("ckpt-*.pt")), "a checkpoint before the kill", 120)
+        children = actor_pids(proc.pid)
+        segments = set(os.listdir("/dev/shm")) - shm_before
+        assert children and segments, (children, segments)
+        proc.kill()  # SIGKILL: no handler runs, nothing is stopped in order
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    _wait(lambda: not any(_alive(pid) for pid in children), f"actors {children} outlived the killed trainer")
+    _wait(lambda: not segments & set(os.listdir("/dev/shm")), f"shared memory {segments} outlived the trainer")
+    step = max(int(p.stem.split("-")[1]) for p in run.glob("ckpt-*.pt"))
+    resumed = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", f"--run.max_steps={step + 5}", *FAST)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"at step {step} " in resumed.stdout
