@@ -7,8 +7,10 @@ error that names the file and the fix.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 from pathlib import Path
 
 import torch
@@ -32,15 +34,42 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if NAME.match(p.name))
 
 
+TMP = re.compile(r"^\.ckpt-\d{9}\.pt\.tmp-\d+$")  # a write a crash or a full disk interrupted
+
+
+def remove_partial(run_dir: str | Path) -> list[Path]:
+    """Delete half-written checkpoints left by a crash (called at start, before anything else writes)."""
+    d = Path(run_dir)
+    stale = [p for p in d.iterdir() if TMP.match(p.name)] if d.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 def save(run_dir: str | Path, step: int, payload: dict, keep: int = 3) -> Path:
+    """Write ckpt-<step>.pt atomically and keep the newest ``keep``; on a full disk, remove the partial file,
+    keep every earlier checkpoint and raise CheckpointError saying how much room is missing."""
     d = Path(run_dir)
     d.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(d, step)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except (OSError, RuntimeError) as e:  # torch reports ENOSPC as RuntimeError ("unexpected pos ...")
+        written = tmp.stat().st_size if tmp.exists() else 0
+        tmp.unlink(missing_ok=True)
+        free = shutil.disk_usage(d).free
+        if not (isinstance(e, OSError) and e.errno == errno.ENOSPC) and free >= 1 << 20:
+            raise  # not the disk: a real bug, with its traceback
+        newest = latest(d)
+        need = newest.stat().st_size if newest else written
+        raise CheckpointError(
+            f"disk full at {d} ({free / 1e6:.0f} MB free, a checkpoint needs about {need / 1e6:.0f} MB): the "
+            f"partial file is removed and earlier checkpoints are kept; free space, then run the same "
+            f"command to resume") from None
     os.replace(tmp, final)
     for old in list_checkpoints(d)[:-keep]:
         old.unlink(missing_ok=True)

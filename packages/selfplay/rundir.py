@@ -51,6 +51,7 @@ class RunDir:
         except OSError as e:
             raise ConfigError(f"{where} cannot be written ({e.strerror}): choose a folder you can write, "
                               f"e.g. --run.dir=runs/NAME") from None
+        checkpoint.remove_partial(self.local)  # a crash or a full disk mid-write left it: it only takes room
         self.pull()
 
     def pull(self) -> None:

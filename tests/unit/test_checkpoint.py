@@ -42,3 +42,37 @@ def test_a_differently_shaped_network_is_refused(tmp_path):
     wanted = {"game": {"name": "connect4"}, "model": {"channels": 16, "blocks": 1}}
     with pytest.raises(CheckpointError, match="model.channels=8 but this run asks for model.channels=16"):
         checkpoint.check_compatible(saved, wanted, ("game.name", "model.channels"), tmp_path / "x.pt")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 kB filesystem (tmpfs), as a disk that fills up; needs root to mount, as CI has."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
+                      check=False).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield mount
+    subprocess.run(["umount", str(mount)], capture_output=True, check=False)
+
+
+def test_a_full_disk_keeps_earlier_checkpoints_and_removes_the_partial_file(small_disk):
+    small = {"model": {"w": torch.zeros(1000)}, "step": 1, "config": {}}
+    first = checkpoint.save(small_disk, 1, small)
+    big = {"model": {"w": torch.zeros(200_000)}, "step": 2, "config": {}}  # 800 kB: more than the disk
+    with pytest.raises(checkpoint.CheckpointError, match=r"disk full at .* \(\d+ MB free, a checkpoint needs about"):
+        checkpoint.save(small_disk, 2, big)
+    assert sorted(p.name for p in small_disk.iterdir()) == [first.name]  # no .tmp left, the earlier one kept
+    assert checkpoint.load(first)["step"] == 1
+
+
+def test_partial_files_of_a_crash_are_removed_at_start(tmp_path):
+    from selfplay.rundir import RunDir
+
+    (tmp_path / ".ckpt-000000040.pt.tmp-1234").write_bytes(b"half")
+    (tmp_path / "ckpt-000000030.pt").write_bytes(b"kept")
+    RunDir(str(tmp_path)).prepare()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000030.pt"]
+    assert checkpoint.remove_partial(tmp_path) == []
