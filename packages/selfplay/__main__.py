@@ -73,6 +73,8 @@ def cmd_launch(args, overrides) -> int:
         return cmd_train(args, overrides)
     addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = _env_int("MASTER_PORT", 29500, 1)
+    if node_rank == 0:
+        _check_port_free(port)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--node-rank={node_rank}",
            f"--nproc-per-node={nproc}", f"--master-addr={addr}", f"--master-port={port}", "--max-restarts=0",
            "-m", "selfplay", "train", "--config", str(resolve_config(args.config)), *overrides]
@@ -89,6 +91,23 @@ def cmd_launch(args, overrides) -> int:
     code = child.wait()
     # torchrun exits non-zero when it was signalled even though the ranks stopped cleanly
     return 0 if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+
+
+def _check_port_free(port: int) -> None:
+    """Node 0 serves the rendezvous on MASTER_PORT: say so at once when something else holds it."""
+    import errno
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torchrun's store binds it
+        try:
+            probe.bind(("", port))
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            from .config import ConfigError
+            raise ConfigError(f"MASTER_PORT={port} is in use on this node (another run? `ss -ltnp | grep {port}`): "
+                              f"stop it, or set MASTER_PORT to a free port on every node") from None
 
 
 def cmd_eval(args, _overrides) -> int:

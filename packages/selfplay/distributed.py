@@ -59,12 +59,12 @@ def choose_backend(requested: str) -> str:
 
 def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    chosen = choose_backend(backend)  # even alone: dist.backend=nccl on a machine without CUDA is an error
     if world <= 1:
         return DistInfo()
     if dist.is_initialized():  # e.g. a caller set it up already: reuse it
         return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)),
                         dist.get_backend())
-    chosen = choose_backend(backend)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if chosen == "nccl":
         torch.cuda.set_device(local_rank)

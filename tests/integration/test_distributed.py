@@ -104,3 +104,31 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def test_a_master_port_in_use_is_one_line_before_torchrun_starts(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        result = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", "tictactoe",
+                                 f"--run.dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env,
+                                timeout=120, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [(
+        f"selfplay: error: MASTER_PORT={port} is in use on this node (another run? `ss -ltnp | grep {port}`): "
+        "stop it, or set MASTER_PORT to a free port on every node")]
+    assert not (tmp_path / "run").exists()
+
+
+def test_nccl_without_cuda_is_refused_even_for_one_process(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nccl is a valid choice here")
+    result = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe",
+                             f"--run.dir={tmp_path / 'run'}", "--dist.backend=nccl"], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [(
+        "selfplay: error: dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
+        "(or auto) on CPU machines")]
