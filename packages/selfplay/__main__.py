@@ -11,9 +11,12 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -79,7 +82,13 @@ def cmd_launch(args, overrides) -> int:
            f"--nproc-per-node={nproc}", f"--master-addr={addr}", f"--master-port={port}", "--max-restarts=0",
            "-m", "selfplay", "train", "--config", str(resolve_config(args.config)), *overrides]
     print(f"launch: node {node_rank}/{nnodes}, {nproc} rank(s) here, master {addr}:{port}", flush=True)
-    child = subprocess.Popen(cmd)
+    report = Path(tempfile.gettempdir()) / f"selfplay-torchrun-{os.getpid()}.log"
+    # Each rank sets its own thread counts (actors 1, the learner the cores they leave); naming the variable
+    # spares the user torchrun's banner about it.
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", env=env)
+    relay = _TorchrunRelay(child.stderr, report)
+    relay.start()
     signalled = []
 
     def forward(signum, _frame):  # torchrun passes it on to every rank, which checkpoints and exits
@@ -89,8 +98,40 @@ def cmd_launch(args, overrides) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
     code = child.wait()
+    relay.join(timeout=30)
     # torchrun exits non-zero when it was signalled even though the ranks stopped cleanly
-    return 0 if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+    if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM):
+        return 0
+    if code != 0 and not relay.rank_said_why:
+        print(f"selfplay: error: a rank failed without saying why (torchrun exit {code}): torchrun's report is in "
+              f"{report}", file=sys.stderr, flush=True)
+    return code
+
+
+class _TorchrunRelay(threading.Thread):
+    """Passes the ranks' stderr through and files torchrun's own log lines and its closing ChildFailedError
+    report (a screen of traceback after the rank's one line that said what failed) in ``report``."""
+
+    OWN_LINE = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ \S*torch/")  # torchrun's logging: W1123 08:25:02.68 7807 …/torch/…
+
+    def __init__(self, stream, report: Path):
+        super().__init__(daemon=True)
+        self.stream, self.report = stream, report
+        self.rank_said_why = False
+
+    def run(self) -> None:
+        in_report, log = False, None
+        for line in self.stream:
+            if in_report or self.OWN_LINE.match(line):
+                in_report = in_report or "failed (exitcode" in line
+                log = log or open(self.report, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
+                log.write(line)
+                continue
+            self.rank_said_why = self.rank_said_why or "selfplay: error:" in line
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        if log is not None:
+            log.close()
 
 
 def _check_port_free(port: int) -> None:
