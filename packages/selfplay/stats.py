@@ -97,7 +97,7 @@ def progress_line(m: dict, last_eval: dict | None) -> str:
              f"games {human(m['selfplay/games'])}",
              f"{human(m['charts/positions_per_s'])} pos/s",
              f"{human(m['charts/simulations_per_s'])} sims/s",
-             f"buffer {human(m['learner/buffer_size'])} (reuse {m['learner/mean_reuse']:.1f})",
+             f"buffer {human(m['learner/buffer_size'])} ({m['learner/mean_reuse']:.1f} samples/position)",
              ]
     if m.get("losses/total") is not None:
         parts.append(f"loss {m['losses/total']:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
