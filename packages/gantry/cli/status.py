@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from gantry import runs
+from gantry.agent import STATES
 from gantry.status import ExitStatus
 
 NAME = "status"
 HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates (reads only)"
-DESCRIPTION = """\
-One line per node: the VM's state, the agent's state (idle, pulling, running, restarting,
-stopping, stopped, finished, error, powering-off), the run, its learner step and how long ago the
-node last reported. Then the master's latest training figures and the newest Pons evaluation
-(MCTS weak error rate per test set) from the run's stats.jsonl in the bucket. Reads only: it
-changes nothing and works from any machine with the deployment's infra/ state.
+DESCRIPTION = f"""\
+One line per node: the VM's state, the agent's state
+({", ".join(STATES)}),
+the run, its learner step and how long ago the node last reported. Then the master's latest
+training figures and the newest Pons evaluation (MCTS weak error rate per test set) from the
+run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
+the deployment's infra/ state.
 
 examples:
   gantry status
