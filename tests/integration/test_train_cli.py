@@ -102,6 +102,32 @@ def test_a_corrupt_checkpoint_is_refused_with_one_line(tmp_path):
     assert (run / "ckpt-000000010.pt").read_bytes() == b"not a checkpoint"  # nothing lost
 
 
+def test_a_checkpoint_from_before_wide_heads_and_paced_replay_is_refused_by_name_then_resumes(tmp_path):
+    run = tmp_path / "run"
+    narrow = ["--model.policy_filters=2", "--model.value_filters=1"]
+    first = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=20", *narrow, *FAST)
+    assert first.returncode == 0, first.stdout + first.stderr
+    # rewrite it as the previous version saved it: no head widths in the config, max_reuse, per-slot uses
+    path = run / "ckpt-000000020.pt"
+    old = torch.load(path, weights_only=True)
+    for key in ("policy_filters", "value_filters"):
+        del old["config"]["model"][key]
+    old["config"]["learner"] = {"max_reuse": 4, **{k: v for k, v in old["config"]["learner"].items()
+                                                   if k not in ("samples_per_position", "window_floor")}}
+    del old["replay"]["trained"]
+    old["replay"]["uses"] = torch.full((old["replay"]["z"].shape[0],), 4, dtype=torch.int32)
+    torch.save(old, path)
+
+    refused = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=30", *FAST)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"selfplay: error: checkpoint {path} was trained with model.policy_filters=2 but this run asks for "
+        f"model.policy_filters=32: use the run's original config, or a new run.dir to start fresh"]
+    resumed = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=30", *narrow, *FAST)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "at step 20" in resumed.stdout and (run / "ckpt-000000030.pt").is_file()
+
+
 def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkpoint(tmp_path):
     run = tmp_path / "run"
     result = selfplay("train", "--config", "connect4", f"--run.dir={run}", "--model.channels=8",
