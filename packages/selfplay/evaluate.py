@@ -118,6 +118,14 @@ def grade(labels: np.ndarray, chosen: np.ndarray) -> tuple[float, float]:
     return float(weak.mean()), float(strong.mean())
 
 
+def can_be_wrong(labels: np.ndarray) -> np.ndarray:
+    """Positions where some legal move changes the result (an already-lost one, or one where every move keeps
+    the result, cannot be played weakly wrong): the denominator of the decidable weak error."""
+    legal = labels != ILLEGAL
+    worst = np.where(legal, labels, np.iinfo(labels.dtype).max).min(axis=1)
+    return np.sign(worst) < np.sign(labels.max(axis=1))
+
+
 def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1.5) -> dict:
     """Weak and strong error of the raw policy and of MCTS per set, plus totals and timing."""
     game = ConnectFour()
@@ -132,19 +140,24 @@ def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1
         mcts_move = visits.argmax(axis=1)
         pw, ps = grade(s.labels, policy_move)
         mw, ms = grade(s.labels, mcts_move)
+        decidable = can_be_wrong(s.labels)
+        mwd = grade(s.labels[decidable], mcts_move[decidable])[0] if decidable.any() else 0.0
         results[s.name] = {"policy_weak": pw, "policy_strong": ps, "mcts_weak": mw, "mcts_strong": ms,
-                           "positions": len(s.moves)}
+                           "mcts_weak_decidable": mwd, "positions": len(s.moves),
+                           "decidable_positions": int(decidable.sum())}
     results["_meta"] = {"simulations": simulations, "seconds": time.perf_counter() - started}
     return results
 
 
 def format_table(results: dict) -> str:
-    rows = [f"{'set':<14} {'n':>5} {'policy weak':>12} {'policy strong':>14} {'mcts weak':>10} {'mcts strong':>12}"]
+    rows = [f"{'set':<14} {'n':>5} {'policy weak':>12} {'policy strong':>14} {'mcts weak':>10} {'mcts strong':>12}"
+            f" {'mcts weak where a move can be wrong':>36}"]
     for name, r in results.items():
         if name.startswith("_"):
             continue
         rows.append(f"{name:<14} {r['positions']:>5} {100 * r['policy_weak']:>11.1f}% {100 * r['policy_strong']:>13.1f}%"
-                    f" {100 * r['mcts_weak']:>9.1f}% {100 * r['mcts_strong']:>11.1f}%")
+                    f" {100 * r['mcts_weak']:>9.1f}% {100 * r['mcts_strong']:>11.1f}%"
+                    f" {100 * r['mcts_weak_decidable']:>24.1f}% of {r['decidable_positions']:>5}")
     meta = results.get("_meta", {})
     rows.append(f"(MCTS at {meta.get('simulations')} simulations, graded by bitbully; {meta.get('seconds', 0):.0f} s)")
     return "\n".join(rows)
@@ -156,7 +169,7 @@ def summary(results: dict) -> dict[str, float]:
     for name, r in results.items():
         if name.startswith("_"):
             continue
-        for k in ("policy_weak", "policy_strong", "mcts_weak", "mcts_strong"):
+        for k in ("policy_weak", "policy_strong", "mcts_weak", "mcts_strong", "mcts_weak_decidable"):
             out[eval_key(name, k)] = r[k]
     return out
 

@@ -93,8 +93,11 @@ def human(n: float) -> str:
 
 def progress_line(m: dict, last_eval: dict | None) -> str:
     """One line a person can read: where the run is, how fast, whether the learner waits, how good."""
+    games = f"games {human(m['selfplay/games'])}"
+    if m.get("selfplay/game_length") is not None:  # of the games finished since the last line
+        games += f" ({m['selfplay/game_length']:.0f} plies, {100 * m['selfplay/draw_rate']:.0f}% drawn)"
     parts = [f"step {m['charts/step']:.0f}",
-             f"games {human(m['selfplay/games'])}",
+             games,
              f"{human(m['charts/positions_per_s'])} pos/s",
              f"{human(m['charts/simulations_per_s'])} sims/s",
              f"buffer {human(m['learner/buffer_size'])} ({m['learner/mean_reuse']:.1f} samples/position)",

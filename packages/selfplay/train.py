@@ -92,7 +92,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     lc = cfg.learner
     replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
                           lc.window_floor, lc.window_scale, lc.window_exponent, seed)
-    counters = {"games": 0, "positions": 0, "actor_restarts": 0}
+    counters = {"games": 0, "positions": 0, "draws": 0, "actor_restarts": 0}
     step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
@@ -118,7 +118,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
 
     started = time.monotonic()
     last_log = last_ckpt = started
-    window = MetricsWindow()
+    window = MetricsWindow(counters)
     ready_step = False
     lost: RuntimeError | None = None
     try:
@@ -244,6 +244,7 @@ class SelfPlay:
             replay.add(s.states, s.policy, s.z, s.q, s.version)
             counters["games"] += s.games
             counters["positions"] += len(s.z)
+            counters["draws"] += s.outcomes["draw"]
 
     def publish(self, model, step: int) -> None:
         (self.server or self.weights).publish(model, step)
@@ -303,9 +304,10 @@ class PeriodicEval:
 class MetricsWindow:
     """What happened since the last progress line: steps, losses, waits, and the actors' counters' deltas."""
 
-    def __init__(self):
+    def __init__(self, counters: dict):
         self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
         self.totals: dict | None = None
+        self.games_at = {k: counters[k] for k in ("games", "positions", "draws")}  # as of the last line
         self.losses: list[dict] = []
         self.staleness: list[float] = []
 
@@ -326,6 +328,8 @@ class MetricsWindow:
         previous = self.totals or {k: 0.0 for k in totals}
         delta = {k: max(0.0, totals[k] - previous[k]) for k in totals}
         self.totals = totals
+        games_delta = {k: counters[k] - self.games_at[k] for k in self.games_at}
+        self.games_at = {k: counters[k] for k in self.games_at}
         m = {
             "charts/step": step,
             "charts/positions_per_s": delta["moves"] / seconds,
@@ -336,6 +340,9 @@ class MetricsWindow:
             "selfplay/evals_per_call": delta["evals"] / max(1.0, delta["calls"]),
             "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
             "selfplay/actor_restarts": counters["actor_restarts"],
+            # of the games finished in this window: what users of self-play trainers watch for collapse
+            "selfplay/draw_rate": games_delta["draws"] / games_delta["games"] if games_delta["games"] else None,
+            "selfplay/game_length": games_delta["positions"] / games_delta["games"] if games_delta["games"] else None,
             "learner/buffer_size": replay.size,
             "learner/window": replay.window(),
             # samples trained per position added: the pacing target (learner.samples_per_position) when

@@ -33,6 +33,9 @@ def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
     assert (run / "ckpt-000000060.pt").is_file() and list((run / "tb").iterdir())
     stats = records(run)
     assert stats and {"charts/positions_per_s", "losses/total", "learner/buffer_size"} <= set(stats[-1])
+    finished = [r for r in stats if r["selfplay/game_length"] is not None]  # windows in which games ended
+    assert finished and all(5 <= r["selfplay/game_length"] <= 9 and 0 <= r["selfplay/draw_rate"] <= 1
+                            for r in finished)  # tic-tac-toe: 5 to 9 plies
     saved = torch.load(run / "ckpt-000000060.pt", weights_only=True)
     assert saved["step"] == 60 and saved["replay"]["z"].shape[0] > 0
 

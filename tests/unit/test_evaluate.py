@@ -69,3 +69,12 @@ def test_the_sets_ship_with_the_trainer(monkeypatch):
     assert folder == evaluate.PACKAGED_PONS_DIR
     for file, _ in evaluate.PONS_SETS:
         assert len((folder / file).read_text().splitlines()) == 1000
+
+
+def test_positions_where_no_move_can_be_wrong_are_left_out_of_the_decidable_error():
+    il = evaluate.ILLEGAL
+    labels = np.array([[-3, -5, il, -1, -2, -4, -6],   # already lost: every move loses
+                       [0, 0, 0, 0, 0, 0, il],          # every move draws
+                       [2, -1, 0, il, 1, -3, 0],        # a win that can be thrown away
+                       [0, -2, 0, 0, 0, 0, 0]], dtype=np.int16)  # a draw that can be lost
+    assert evaluate.can_be_wrong(labels).tolist() == [False, False, True, True]
