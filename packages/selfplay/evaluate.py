@@ -150,8 +150,8 @@ def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1
 
 
 def format_table(results: dict) -> str:
-    rows = [f"{'set':<14} {'n':>5} {'policy weak':>12} {'policy strong':>14} {'mcts weak':>10} {'mcts strong':>12}"
-            f" {'mcts weak where a move can be wrong':>36}"]
+    rows = [(f"{'set':<14} {'n':>5} {'policy weak':>12} {'policy strong':>14} {'mcts weak':>10} {'mcts strong':>12}"
+             f" {'mcts weak where a move can be wrong':>36}")]
     for name, r in results.items():
         if name.startswith("_"):
             continue
