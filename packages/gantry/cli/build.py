@@ -56,7 +56,7 @@ def build_args(items: list[str], base_image: str | None) -> dict[str, str]:
 
 
 def run(args, env) -> ExitStatus:
-    use_gpu = images.use_gpu_from_tfvars(args.var_file) if args.use_gpu is None else args.use_gpu
+    use_gpu = push.chosen_gpu(args)
     tag = images.local_tag(use_gpu)
     wheel_dir = None if args.no_wheels else (args.wheel_dir or images.default_wheel_dir())
     certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert

@@ -27,6 +27,11 @@ def add_arguments(parser) -> None:
     flavour.add_argument("--cpu", dest="use_gpu", action="store_false", help="the CPU image")
 
 
+def chosen_gpu(args) -> bool:
+    """--gpu / --cpu, else use_gpu from the settings file (CPU when it is absent)."""
+    return images.use_gpu_from_tfvars(args.var_file) if args.use_gpu is None else args.use_gpu
+
+
 def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) -> ExitStatus:
     """Push the local image to the deployment's repository; say what `gantry run` will launch."""
     repository = str(Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr).outputs()
@@ -38,14 +43,12 @@ def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) ->
             return ExitStatus.OK
         raise registry.RegistryError(f"no image repository: terraform output in {args.infra_dir} has none", fix)
     target = images.repository_image(repository, use_gpu)
-    name, _, tag = target.rpartition(":")
-    host = registry.split_reference(target)[0]
+    host, name, tag = registry.split_reference(target)
     env.say(f"gantry: pushing {images.local_tag(use_gpu)} to {target}")
-    pushed = registry.push(images.local_tag(use_gpu), name, tag, registry.push_auth(host), env.say)
+    pushed = registry.push(images.local_tag(use_gpu), f"{host}/{name}", tag, registry.push_auth(host), env.say)
     env.say(f"Pushed {pushed}. `make run-gcp` runs this digest on every node.")
     return ExitStatus.OK
 
 
 def run(args, env) -> ExitStatus:
-    use_gpu = images.use_gpu_from_tfvars(args.var_file) if args.use_gpu is None else args.use_gpu
-    return publish(args, env, use_gpu)
+    return publish(args, env, chosen_gpu(args))
