@@ -11,6 +11,7 @@ labels) are skipped, not rejected: gantry never needs them and Terraform reads t
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, fields
@@ -60,41 +61,84 @@ class Deployment:
         return f"{self.node_count} x {shape} ({kind}) in {self.zone}, project {self.project_id}"
 
 
-def load(path: Path) -> Deployment:
-    """Read a tfvars file into a Deployment, with errors that say how to fix the file."""
+def load(path: Path, infra_dir: Path | None = None) -> Deployment:
+    """Read a tfvars file into a Deployment, once Terraform's own rules accept it (see check)."""
+    path = Path(path)
+    check(path, infra_dir)
+    values = parse_tfvars(path.read_text(), str(path))
+    known = {f.name: f for f in fields(Deployment)}
+    settings = {k: _coerce(k, v, known[k].type, path) for k, v in values.items() if k in known}
+    return Deployment(**settings)
+
+
+def check(path: Path, infra_dir: Path | None = None) -> None:
+    """Refuse a tfvars file that `terraform plan` would refuse, in one line that names the fix.
+
+    The rules are infra/variables.tf's types and validation blocks, evaluated by Terraform
+    itself (terraform.check_variables), so gantry and Terraform cannot disagree. A setting
+    infra/ does not declare is refused too: Terraform only warns, and a misspelt key
+    (use_gpus = true) would silently deploy the default.
+    """
+    from gantry import terraform
+
     path = Path(path)
     if not path.is_file():
         example = path.with_name("terraform.tfvars.example")
-        raise ConfigError(
-            f"{path} not found",
-            f"Copy {example} to {path} and set project_id (cp {example} {path}).",
-        )
-    values = parse_tfvars(path.read_text(), str(path))
-    known = {f.name: f for f in fields(Deployment)}
-    settings = {k: v for k, v in values.items() if k in known}
-    if not settings.get("project_id"):
-        raise ConfigError(f"{path} does not set project_id",
-                          f'Add a line such as project_id = "my-project" to {path} (gcloud projects list shows yours).')
-    for name, value in settings.items():
-        settings[name] = _coerce(name, value, known[name].type, path)
-    deployment = Deployment(**settings)
-    if not deployment.zone.startswith(deployment.region + "-"):
-        raise ConfigError(f"zone {deployment.zone} is not in region {deployment.region}",
-                          f"Set zone to a zone of {deployment.region} (e.g. {deployment.region}-a) in {path}.")
-    if deployment.node_count < 1:
-        raise ConfigError(f"node_count = {deployment.node_count} in {path}", "Set node_count to 1 or more.")
-    return deployment
+        found = f"{path} is a folder, not a file" if path.is_dir() else f"{path} not found"
+        raise ConfigError(found, f"Copy {example} to {path} and set project_id (cp {example} {path}).")
+    variables_tf = Path(infra_dir or path.parent) / "variables.tf"
+    if not variables_tf.is_file():
+        raise ConfigError(f"{variables_tf} not found, so {path} cannot be checked",
+                          "Pass --infra-dir the Terraform root module (the repository's infra/).")
+    diagnostics = terraform.check_variables(variables_tf, path)
+    errors = sorted((d for d in diagnostics if d["severity"] == "error"),
+                    key=lambda d: d.get("range", {}).get("start", {}).get("line", 0))
+    if errors:
+        raise _diagnostic_error(errors, path)
+    declared = {name for tf in variables_tf.parent.glob("*.tf")
+                for name in re.findall(r'^variable "([^"]+)"', tf.read_text(), re.MULTILINE)}
+    for diagnostic in diagnostics:
+        unknown = re.search(r'declare a variable named "([^"]+)"', diagnostic["detail"])
+        if diagnostic["summary"] == "Value for undeclared variable" and unknown and unknown.group(1) not in declared:
+            name = unknown.group(1)
+            close = difflib.get_close_matches(name, sorted(declared), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{path} sets {name}, which is not a setting of {variables_tf.parent}",
+                              f"{hint.capitalize()}Fix or remove the line ({variables_tf} lists every setting).")
 
 
+def _diagnostic_error(errors: list[dict], path: Path) -> ConfigError:
+    first = errors[0]
+    if first["summary"] == "No value for required variable":
+        return ConfigError(f"{path} does not set project_id",
+                           f'Add a line such as project_id = "my-project" to {path} '
+                           "(gcloud projects list shows yours).")
+    line = first.get("range", {}).get("start", {}).get("line")
+    code = (first.get("snippet") or {}).get("code", "").strip()
+    what = f"{path}:{line}: {code}" if line and code else f"{path}: {first['summary'].lower()}"
+    fix = first["detail"].split("\n\n")[0].replace("\n", " ")
+    fix = re.sub(r"The given value is not suitable for var\.(\w+) declared at \S+: ", r"\1: ", fix)
+    if len(errors) > 1:
+        others = [str(e.get("range", {}).get("start", {}).get("line", "?")) for e in errors[1:]]
+        what += f" (and {len(others)} more problem{'s' if len(others) > 1 else ''}, line {', '.join(others)})"
+    return ConfigError(what, fix if fix.endswith(".") else fix + ".")
+
+
+# Terraform converts "3" to 3 and "true" to true for number and bool variables; so does gantry.
 _TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
 
 
 def _coerce(name, value, type_name, path):
-    allowed = _TYPES[str(type_name)]
+    kind = str(type_name)
+    if isinstance(value, str) and kind == "bool" and value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, str) and kind in ("int", "float") and _NUMBER.match(value):
+        value = float(value) if any(c in value for c in ".eE") else int(value)
+    allowed = _TYPES[kind]
     if isinstance(value, bool) and bool not in allowed:
         allowed = ()  # true/false is not a number
     if not isinstance(value, allowed):
-        wanted = {"str": "a quoted string", "bool": "true or false"}.get(str(type_name), "a number")
+        wanted = {"str": "a quoted string", "bool": "true or false"}.get(kind, "a number")
         raise ConfigError(f"{name} = {json.dumps(value)} in {path}", f"{name} must be {wanted}.")
     return value
 

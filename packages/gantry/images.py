@@ -54,16 +54,14 @@ def repository_image(repository_url: str, use_gpu: bool) -> str:
 
 # ---- inputs ----------------------------------------------------------------------------------------
 
-def use_gpu_from_tfvars(path: Path = REPO_ROOT / "infra" / "terraform.tfvars") -> bool:
-    """The deployment's use_gpu; False when the file or the setting is absent (CPU is the default)."""
+def use_gpu_from_tfvars(path: Path = REPO_ROOT / "infra" / "terraform.tfvars", infra_dir: Path | None = None) -> bool:
+    """The deployment's use_gpu; False when the file is absent (CPU is the default). A file that is
+    there must pass the checks every verb applies (config.load)."""
     if not path.is_file():
         return False
-    from gantry.config import parse_tfvars
+    from gantry import config
 
-    value = parse_tfvars(path.read_text(), str(path)).get("use_gpu", False)
-    if not isinstance(value, bool):
-        raise ImageBuildError(f"use_gpu = {value!r} in {path}", "Set use_gpu = true or use_gpu = false.")
-    return value
+    return config.load(path, infra_dir).use_gpu
 
 
 def default_wheel_dir() -> Path | None:

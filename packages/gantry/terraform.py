@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import TextIO
@@ -121,6 +122,25 @@ class Terraform:
         if code not in ok_codes:
             raise _failure(command, self.working_dir, code, kept.text())
         return code
+
+
+def check_variables(variables_tf: str | Path, var_file: str | Path, binary: str = "terraform") -> list[dict]:
+    """Terraform's verdict on a tfvars file, offline: its diagnostics (errors and warnings).
+
+    ``plan`` of a folder holding only a copy of ``variables.tf`` evaluates every type
+    constraint and ``validation`` block of infra/ (the rules live there and nowhere else)
+    without providers, state or network; it takes a fraction of a second.
+    """
+    if shutil.which(binary) is None:
+        raise TerraformNotFound(f"terraform not found (looked for {binary!r} on PATH)", INSTALL_HINT)
+    with tempfile.TemporaryDirectory(prefix="gantry-tfvars-") as folder:
+        shutil.copy(variables_tf, Path(folder) / "variables.tf")
+        plan = python_terraform.Terraform(working_dir=folder, terraform_bin_path=binary)
+        plan.variables = None
+        _, out, _ = plan.cmd("plan", input=False, no_color=IsFlagged, json=IsFlagged, lock=False,
+                             refresh=False, var_file=_absolute(var_file))
+    records = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
+    return [record["diagnostic"] for record in records if record.get("type") == "diagnostic"]
 
 
 def _failure(command: str, working_dir: Path, code: int, output: str) -> TerraformError:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from gantry import images
+from gantry.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,21 +22,22 @@ def test_use_gpu_defaults_to_cpu_without_tfvars(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ('project_id = "p"\nuse_gpu = true  # T4 nodes\n', True),
-    ('project_id = "p"\nuse_gpu = false\n', False),
-    ('project_id = "p"\n# use_gpu = true\n', False),
+    ('project_id = "my-project"\nuse_gpu = true  # T4 nodes\n', True),
+    ('project_id = "my-project"\nuse_gpu = false\n', False),
+    ('project_id = "my-project"\n# use_gpu = true\n', False),
 ])
 def test_use_gpu_is_read_from_tfvars(tmp_path, text, expected):
     tfvars = tmp_path / "terraform.tfvars"
     tfvars.write_text(text)
-    assert images.use_gpu_from_tfvars(tfvars) is expected
+    assert images.use_gpu_from_tfvars(tfvars, REPO / "infra") is expected
 
 
 def test_use_gpu_must_be_a_boolean(tmp_path):
     tfvars = tmp_path / "terraform.tfvars"
-    tfvars.write_text('use_gpu = "yes"\n')
-    with pytest.raises(images.ImageBuildError, match="use_gpu"):
-        images.use_gpu_from_tfvars(tfvars)
+    tfvars.write_text('project_id = "my-project"\nuse_gpu = "yes"\n')
+    with pytest.raises(ConfigError) as info:
+        images.use_gpu_from_tfvars(tfvars, REPO / "infra")
+    assert 'use_gpu = "yes". use_gpu: a bool is required' in info.value.line()
 
 
 def test_each_flavour_keeps_the_other_flavours_torch_out(tmp_path):

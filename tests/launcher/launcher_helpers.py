@@ -27,6 +27,8 @@ class Deployment:
         if module is not None:
             shutil.copytree(module, self.infra)
         self.infra.mkdir(exist_ok=True)
+        # The settings' rules every verb checks a tfvars file against (gantry.config.check).
+        shutil.copy(REPO / "infra" / "variables.tf", self.infra / "variables.tf")
         self.tfvars = self.infra / "terraform.tfvars"
 
     def write(self, **settings) -> Path:

@@ -17,7 +17,11 @@ def apply_outputs_module(infra: Path, outputs: dict) -> None:
         blocks.append(f'output "{name}" {{\n  value = jsondecode({json.dumps(json.dumps(value))})\n}}\n')
     infra.mkdir(parents=True, exist_ok=True)
     (infra / "main.tf").write_text("\n".join(blocks))
-    for command in (["init", "-input=false", "-no-color"], ["apply", "-auto-approve", "-input=false", "-no-color"]):
+    # infra/variables.tf sits beside it (launcher_helpers.Deployment): its one required setting.
+    project = f"-var=project_id={outputs.get('project_id', 'demo-project')}" \
+        if (infra / "variables.tf").exists() else "-input=false"
+    for command in (["init", "-input=false", "-no-color"],
+                    ["apply", "-auto-approve", "-input=false", "-no-color", project]):
         subprocess.run(["terraform", f"-chdir={infra}", *command], check=True, capture_output=True, text=True,
                        timeout=120)
 

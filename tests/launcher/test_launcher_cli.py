@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from gantry.cli import VERBS, build_parser, main
 from gantry.status import ExitStatus
-from launcher_helpers import REPO, isolated_environ, run_module
+from launcher_helpers import REPO, Deployment, isolated_environ, run_module
 
 
 def test_top_level_help_shows_the_workflow(tmp_path):
@@ -46,8 +46,8 @@ def test_main_module_is_tiny():
 
 
 def test_cost_needs_no_cloud(tmp_path):
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "terraform.tfvars").write_text('project_id = "p"\nspot = true\nmax_run_hours = 4\n')
+    deployment = Deployment(tmp_path)
+    deployment.write(spot=True, max_run_hours=4)
     result = run_module(["cost"], tmp_path, isolated_environ(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "Spot" in result.stdout and "a run of max_run_hours = 4" in result.stdout

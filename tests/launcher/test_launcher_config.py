@@ -1,4 +1,5 @@
-"""infra/terraform.tfvars -> Deployment: the subset of HCL people write, and clear errors."""
+"""infra/terraform.tfvars -> Deployment: the subset of HCL people write, checked by Terraform against
+infra/variables.tf (the real terraform binary), with one-line errors that name the line and the fix."""
 
 from pathlib import Path
 
@@ -7,36 +8,44 @@ from gantry import config
 from gantry.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
+INFRA = REPO / "infra"
+pytestmark = pytest.mark.terraform
 
 
-def test_reads_strings_numbers_bools_and_skips_comments_and_blocks(tmp_path):
+def test_reads_strings_numbers_bools_and_skips_comments(tmp_path):
     path = tmp_path / "terraform.tfvars"
     path.write_text(
         '# my deployment\n'
         'project_id = "my-proj" # trailing comment\n'
         'zone       = "us-central1-b" // other comment style\n'
-        'deployment_name = "run#1"\n'
+        'deployment_name = "run-1" # a comment after a string\n'
         'use_gpu = true\n'
         'node_count = 3\n'
         'max_run_hours = 1.5\n'
+        'spot = false\n'
+    )
+    d = config.load(path, INFRA)
+    assert d.project_id == "my-proj"
+    assert d.zone == "us-central1-b"
+    assert d.deployment_name == "run-1"
+    assert d.use_gpu is True and d.node_count == 3 and d.max_run_hours == 1.5 and d.spot is False
+    assert d.machine_type == "n1-standard-8"  # use_gpu picks the GPU shape
+    assert d.labels_filter == 'labels.gantry-deployment = "run-1"'
+
+
+def test_the_parser_skips_lists_maps_and_heredocs():
+    values = config.parse_tfvars(
         'labels = {\n  team = "rl" # a map gantry does not need\n  tier = "dev"\n}\n'
         'extra_tags = ["a",\n "b"]\n'
         'startup = <<EOT\necho hi\nEOT\n'
-        'spot = false\n'
-    )
-    d = config.load(path)
-    assert d.project_id == "my-proj"
-    assert d.zone == "us-central1-b"
-    assert d.deployment_name == "run#1"
-    assert d.use_gpu is True and d.node_count == 3 and d.max_run_hours == 1.5 and d.spot is False
-    assert d.machine_type == "n1-standard-8"  # use_gpu picks the GPU shape
-    assert d.labels_filter == 'labels.gantry-deployment = "run#1"'
+        'spot = true\n')
+    assert values == {"labels": None, "extra_tags": None, "startup": None, "spot": True}
 
 
 def test_defaults_match_the_infra_variables(tmp_path):
     path = tmp_path / "terraform.tfvars"
-    path.write_text('project_id = "p"\n')
-    d = config.load(path)
+    path.write_text('project_id = "my-project"\n')
+    d = config.load(path, INFRA)
     assert (d.region, d.zone, d.deployment_name, d.use_gpu, d.node_count) == \
         ("us-central1", "us-central1-a", "gantry", False, 1)
     assert (d.cpu_machine_type, d.gpu_machine_type, d.accelerator_type, d.accelerator_count) == \
@@ -52,19 +61,25 @@ def test_missing_file_says_to_copy_the_example(tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     ('zone = "us-central1-a"\n', "does not set project_id"),
-    ('project_id = "p"\nnode_count = "two"\n', "node_count must be a number"),
-    ('project_id = "p"\nuse_gpu = 1\n', "use_gpu must be true or false"),
-    ('project_id = "p"\nnode_count = true\n', "node_count must be a number"),
-    ('project_id = "p"\nzone = "europe-west4-a"\n', "is not in region us-central1"),
-    ('project_id = "p"\nzone = us-central1-a\n', "cannot read the value of zone"),
-    ('project_id = "p"\nthis is not hcl\n', ":2: cannot read"),
-    ('project_id = "p\n', "malformed string"),
+    ('project_id = "Bad_ID"\n', "terraform.tfvars:1: project_id = \"Bad_ID\". project_id must be a GCP project ID"),
+    ('project_id = "my-project"\nnode_count = "two"\n', ':2: node_count = "two". node_count: a number is required'),
+    ('project_id = "my-project"\nuse_gpu = 1\n', ":2: use_gpu = 1. use_gpu: bool required"),
+    ('project_id = "my-project"\nnode_count = 0\n', "node_count must be a whole number >= 1"),
+    ('project_id = "my-project"\nzone = "europe-west4-a"\n', "zone must be a zone of region"),
+    ('project_id = "my-project"\nmax_run_hours = -3\n', ":2: max_run_hours = -3. max_run_hours must be 0"),
+    ('project_id = "my-project"\ncpu_machine_type = "c4-highcpu-22"\n', "c4-highcpu-22 does not exist"),
+    ('project_id = "my-project"\nzone = us-central1-a\n', ":2: zone = us-central1-a"),
+    ('project_id = "my-project"\nthis is not hcl\n', ":2: this is not hcl"),
+    ('project_id = "my-project\n', ":1:"),
+    ('project_id = "my-project"\nuse_gpus = true\n', "sets use_gpus, which is not a setting of"),
+    ('project_id = "my-project"\nuse_gpus = true\n', "Did you mean use_gpu?"),
+    ('project_id = "my-project"\nnode_count = 0\nmax_run_hours = -1\n', ":2: node_count = 0 (and 1 more problem, line 3). node_count must be"),
 ])
 def test_bad_files_name_the_line_and_the_fix(tmp_path, text, expected):
     path = tmp_path / "terraform.tfvars"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
-        config.load(path)
+        config.load(path, INFRA)
     assert expected in info.value.line()
 
 
@@ -74,3 +89,15 @@ def test_reads_the_infra_example_that_users_copy():
         pytest.skip("infra/terraform.tfvars.example is not in this checkout yet")
     d = config.load(example)
     assert d.project_id and d.machine_type
+
+
+def test_strings_terraform_converts_are_converted(tmp_path):
+    path = tmp_path / "terraform.tfvars"
+    path.write_text('project_id = "my-project"\nmax_run_hours = "2"\nspot = "true"\n')
+    d = config.load(path, INFRA)
+    assert (d.max_run_hours, d.spot) == (2, True)
+
+
+def test_a_folder_given_as_the_settings_file_is_named_as_a_folder(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
+        config.load(tmp_path, INFRA)

@@ -82,11 +82,12 @@ def test_missing_accelerator_lists_the_zones_that_have_the_whole_shape(cli, depl
     assert "us-central1-b, us-central1-c, us-central1-f" in result.stdout
 
 
-def test_too_many_gpus_per_vm(cli, deployment):
+def test_too_many_gpus_per_vm_is_refused_by_infras_rule_before_any_call(cli, deployment, fake):
     deployment.write(use_gpu=True, accelerator_count=8)
     result = cli("preflight")
-    assert result.status == ExitStatus.CHECK_FAILED
-    assert "at most 4 per VM" in result.stdout and "raise node_count" in result.stdout
+    assert result.status == ExitStatus.ERROR and result.stdout == ""
+    assert "accelerator_count = 8. accelerator_count must be 1, 2 or 4" in result.stderr
+    assert fake.requests == []
 
 
 def test_unknown_zone(cli, deployment):

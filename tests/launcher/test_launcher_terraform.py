@@ -7,7 +7,7 @@ import threading
 import pytest
 from gantry.errors import TerraformError, TerraformNotFound
 from gantry.terraform import Terraform, error_summary
-from launcher_helpers import FIXTURE_MODULE, needs_terraform
+from launcher_helpers import FIXTURE_MODULE, REPO, needs_terraform
 
 # python-terraform 0.10.1 logs failures with the deprecated Logger.warn.
 pytestmark = [pytest.mark.terraform, needs_terraform,
@@ -18,11 +18,12 @@ pytestmark = [pytest.mark.terraform, needs_terraform,
 def module(tmp_path):
     target = tmp_path / "module"
     shutil.copytree(FIXTURE_MODULE, target)
+    shutil.copy(REPO / "infra" / "variables.tf", target)
     return target
 
 
 def tfvars(path, **values):
-    lines = ['project_id = "demo"'] + [f"{k} = {v!r}".replace("'", '"') for k, v in values.items()]
+    lines = ['project_id = "demo-project"'] + [f"{k} = {v!r}".replace("'", '"') for k, v in values.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -39,7 +40,7 @@ def test_init_plan_apply_output_destroy(module, tmp_path):
     assert "4 to add" in out.getvalue()
     tf.apply(var_file)
     assert "Apply complete! Resources: 4 added" in out.getvalue()
-    assert tf.outputs() == {"bucket": "demo-gantry-runs", "node_names": ["gantry-node-0", "gantry-node-1"]}
+    assert tf.outputs() == {"bucket": "demo-project-gantry-runs", "node_names": ["gantry-node-0", "gantry-node-1"]}
     assert tf.plan(var_file) is False  # nothing left to do
     assert len(tf.state_list()) == 4
     tf.destroy(var_file)

@@ -32,7 +32,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    deployment = config.load(args.var_file)
+    deployment = config.load(args.var_file, args.infra_dir)
     if args.skip_preflight:
         env.say(*cost.render(cost.estimate(deployment)))
     else:

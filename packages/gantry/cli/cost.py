@@ -25,7 +25,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    deployment = config.load(args.var_file)
+    deployment = config.load(args.var_file, args.infra_dir)
     env.say(f"Deployment: {deployment.describe()}")
     env.say(*cost.render(cost.estimate(deployment)))
     return ExitStatus.OK

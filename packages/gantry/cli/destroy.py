@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    deployment = config.load(args.var_file)
+    deployment = config.load(args.var_file, args.infra_dir)
     data = "AND the bucket with every run's checkpoints" if args.delete_data else "(the run data bucket is kept)"
     if not args.yes:
         if not env.stdin.isatty():

@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    deployment = config.load(args.var_file)
+    deployment = config.load(args.var_file, args.infra_dir)
     report = check(deployment, env)
     if report.failed:
         names = ", ".join(c.name for c in report.failed)

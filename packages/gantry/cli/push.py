@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 
 def chosen_gpu(args) -> bool:
     """--gpu / --cpu, else use_gpu from the settings file (CPU when it is absent)."""
-    return images.use_gpu_from_tfvars(args.var_file) if args.use_gpu is None else args.use_gpu
+    return images.use_gpu_from_tfvars(args.var_file, args.infra_dir) if args.use_gpu is None else args.use_gpu
 
 
 def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) -> ExitStatus:
