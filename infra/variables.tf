@@ -225,9 +225,16 @@ variable "gpu_image_family" {
 #### scheduling ####
 
 variable "spot" {
-  description = "Run nodes as Spot VMs (about 40-60% cheaper; GCE may preempt them with ~30 s notice)."
+  description = "Run nodes as Spot VMs (about 40-60% cheaper; GCE may preempt them with ~30 s notice). Needs max_run_hours > 0."
   type        = bool
   default     = false
+
+  # A preempted node stays TERMINATED while the others wait at the torchrun rendezvous and
+  # bill; only a GCE-enforced run limit is sure to stop them all.
+  validation {
+    condition     = !var.spot || var.max_run_hours > 0
+    error_message = "spot = true needs max_run_hours > 0 (e.g. max_run_hours = 8): a preempted Spot node stays TERMINATED while the other nodes wait for it and bill; max_run_hours makes GCE stop every node after that long."
+  }
 }
 
 variable "max_run_hours" {

@@ -106,7 +106,7 @@ run "gpu_spot_1_node" {
     use_gpu            = true
     spot               = true
     node_count         = 1
-    max_run_hours      = 0
+    max_run_hours      = 2
     termination_action = "STOP"
   }
   assert {
@@ -138,8 +138,8 @@ run "gpu_spot_1_node" {
     error_message = "Spot nodes: SPOT provisioning, preemptible, no automatic restart, TERMINATE on maintenance."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : length(one(n.scheduling).max_run_duration) == 0])
-    error_message = "max_run_hours = 0 sets no max_run_duration."
+    condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 7200])
+    error_message = "Spot nodes carry the GCE-enforced run limit (max_run_hours = 2 is 7200 s)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == "STOP"])

@@ -21,7 +21,7 @@ def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkey
     tfvars = infra / "terraform.tfvars"
     # The widest shape: GPU, Spot, three nodes (a master and two workers).
     tfvars.write_text('project_id = "standin-proj"\ndeployment_name = "adapter"\nuse_gpu = true\n'
-                      'spot = true\nnode_count = 3\n')
+                      'spot = true\nmax_run_hours = 4\nnode_count = 3\n')
     out, err = io.StringIO(), io.StringIO()
     tf = gantry_terraform.Terraform(infra, stdout=out, stderr=err)
 

@@ -45,8 +45,9 @@ run "cpu_spot" {
   command = plan
 
   variables {
-    spot       = true
-    node_count = 3
+    spot          = true
+    node_count    = 3
+    max_run_hours = 2
   }
 
   assert {
@@ -60,9 +61,9 @@ run "cpu_spot" {
       automatic_restart           = false
       on_host_maintenance         = "TERMINATE"
       instance_termination_action = "STOP"
-      max_run_duration_seconds    = null
+      max_run_duration_seconds    = 7200
     })
-    error_message = "Spot needs SPOT, preemptible, no automatic restart, TERMINATE and a termination action."
+    error_message = "Spot needs SPOT, preemptible, no automatic restart, TERMINATE, a termination action and its run limit."
   }
   assert {
     condition     = jsonencode(output.node_indexes) == "[0,1,2]"
