@@ -92,6 +92,10 @@ run "cpu_standard_1_node" {
     error_message = "The runs bucket must be private: uniform access and public access prevention."
   }
   assert {
+    condition     = one(google_storage_bucket.runs.soft_delete_policy).retention_duration_seconds == 0
+    error_message = "Soft delete must be off (retention 0): rotated checkpoints must not bill for 7 more days."
+  }
+  assert {
     condition     = google_storage_bucket.runs.labels["gantry-deployment"] == "gantry-test" && google_artifact_registry_repository.images.labels["gantry-deployment"] == "gantry-test" && google_artifact_registry_repository.images.format == "DOCKER"
     error_message = "The bucket and the Docker repository carry the gantry-deployment label."
   }
