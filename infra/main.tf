@@ -40,6 +40,14 @@ module "startup_script" {
   required_cuda_version = var.required_cuda_version
 }
 
+# The boot image, resolved at plan time: a retired family (Deep Learning VM families reach end of
+# support) fails `plan` naming the family, before the network, bucket or repository exist, instead
+# of failing instance creation after them. Nodes boot exactly the image planned.
+data "google_compute_image" "boot" {
+  family  = module.node_shape.image_family
+  project = module.node_shape.image_project
+}
+
 # A new image in the same family must not replace running nodes (the boot disk's image is
 # ignored below); a different family or a switch of use_gpu must. This records the choice.
 resource "terraform_data" "boot_image" {
@@ -66,7 +74,7 @@ resource "google_compute_instance" "node" {
     auto_delete = true
 
     initialize_params {
-      image  = module.node_shape.image
+      image  = data.google_compute_image.boot.self_link
       size   = module.node_shape.boot_disk_size_gb
       type   = module.node_shape.boot_disk_type
       labels = local.labels

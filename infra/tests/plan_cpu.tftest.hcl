@@ -44,8 +44,8 @@ run "cpu_standard_1_node" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -136,8 +136,8 @@ run "cpu_standard_3_nodes" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -180,8 +180,8 @@ run "cpu_spot_1_node" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
@@ -228,8 +228,8 @@ run "cpu_spot_3_nodes" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])

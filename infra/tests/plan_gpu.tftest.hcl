@@ -38,8 +38,8 @@ run "gpu_standard_1_node" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -86,8 +86,8 @@ run "gpu_standard_3_nodes" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -130,8 +130,8 @@ run "gpu_spot_1_node" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
@@ -178,8 +178,8 @@ run "gpu_spot_3_nodes" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])

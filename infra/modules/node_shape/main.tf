@@ -16,7 +16,8 @@ locals {
 
   image_project = var.use_gpu ? var.gpu_image_project : split("/", var.cpu_image)[0]
   image_family  = var.use_gpu ? var.gpu_image_family : split("/", var.cpu_image)[1]
-  # GCE resolves a family to its newest image at create time.
+  # The root module resolves the family at plan time (data "google_compute_image"), so a retired
+  # family fails plan; this path names the family, whose change must replace the nodes.
   image = "projects/${local.image_project}/global/images/family/${local.image_family}"
 
   # A dynamic guest_accelerator block iterates this: empty on the CPU path, so no block with

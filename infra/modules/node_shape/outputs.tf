@@ -24,12 +24,12 @@ output "guest_accelerators" {
 }
 
 output "image" {
-  description = "Boot image as projects/PROJECT/global/images/family/FAMILY (resolved by GCE at create time)."
+  description = "Boot image family as projects/PROJECT/global/images/family/FAMILY: a change of it replaces the nodes."
   value       = local.image
 }
 
 output "image_family" {
-  description = "Boot image family (or image name when cpu_image names an image)."
+  description = "Boot image family; the root module resolves it with a google_compute_image data source."
   value       = local.image_family
 }
 

@@ -95,7 +95,7 @@ run "gpu_on_demand" {
     error_message = "N1 has no hyperdisk-balanced; Deep Learning VM images stay on virtio-net."
   }
   assert {
-    condition     = output.image == "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+    condition     = output.image == "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
     error_message = "The GPU path boots a Deep Learning VM family with the NVIDIA driver baked in."
   }
   assert {
