@@ -54,6 +54,21 @@ resource "terraform_data" "boot_image" {
   input = module.node_shape.image
 }
 
+# Multi-node runs on a machine series that supports it get their VMs placed close together
+# (node_shape decides: C4 yes, N1 no). Placement policies are regional and carry no labels.
+resource "google_compute_resource_policy" "placement" {
+  count = module.node_shape.compact_placement ? 1 : 0
+
+  name   = "${var.deployment_name}-placement"
+  region = var.region
+
+  group_placement_policy {
+    collocation = "COLLOCATED"
+  }
+
+  depends_on = [google_project_service.required]
+}
+
 resource "google_compute_instance" "node" {
   #checkov:skip=CKV_GCP_38: boot disks use Google-managed encryption; customer-supplied keys would have to live outside Terraform and survive every `make destroy`
   count = var.node_count
@@ -65,6 +80,9 @@ resource "google_compute_instance" "node" {
   labels = merge(local.labels, {
     gantry-role = count.index == 0 ? "master" : "worker"
   })
+
+  # At most one policy per VM; changing it recreates the VM (node_count 1 <-> N on C4).
+  resource_policies = google_compute_resource_policy.placement[*].self_link
 
   allow_stopping_for_update = true
   can_ip_forward            = false

@@ -1,4 +1,4 @@
-# The GPU path (use_gpu = true) for every spot x node_count (1, 3), against the stand-in google
+# The GPU path (use_gpu = true) for every spot x node_count (1, 2), against the stand-in google
 # provider; see plan_cpu.tftest.hcl for how this runs and what the CPU path checks.
 
 variables {
@@ -53,21 +53,30 @@ run "gpu_standard_1_node" {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == null])
     error_message = "A standard node with no run limit sends no termination action (GCE refuses one)."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
 
-run "gpu_standard_3_nodes" {
+
+run "gpu_standard_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = true
     spot               = false
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -97,7 +106,16 @@ run "gpu_standard_3_nodes" {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
+
 
 run "gpu_spot_1_node" {
   command = plan
@@ -145,21 +163,30 @@ run "gpu_spot_1_node" {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == "STOP"])
     error_message = "Spot nodes carry the chosen termination action."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
 
-run "gpu_spot_3_nodes" {
+
+run "gpu_spot_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = true
     spot               = true
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -188,5 +215,13 @@ run "gpu_spot_3_nodes" {
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
   }
 }

@@ -35,6 +35,7 @@ ID_TEMPLATES = {
     "google_compute_instance": "projects/{project}/zones/{zone}/instances/{name}",
     "google_compute_instance_template": "projects/{project}/global/instanceTemplates/{name}",
     "google_compute_network": "projects/{project}/global/networks/{name}",
+    "google_compute_resource_policy": "projects/{project}/regions/{region}/resourcePolicies/{name}",
     "google_compute_router": "projects/{project}/regions/{region}/routers/{name}",
     "google_compute_router_nat": "{project}/{region}/{router}/{name}",
     "google_compute_subnetwork": "projects/{project}/regions/{region}/subnetworks/{name}",

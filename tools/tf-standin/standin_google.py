@@ -38,9 +38,10 @@ FORCE_NEW = {
     "google_compute_address": {"address", "address_type", "subnetwork", "purpose"},
     "google_compute_disk": {"type", "image", "snapshot"},
     "google_compute_firewall": {"network", "direction"},
-    "google_compute_instance": {"boot_disk"},
+    "google_compute_instance": {"boot_disk", "resource_policies"},  # "Modifying this list will cause the instance to recreate"
     "google_compute_instance_template": None,  # templates are immutable: every change replaces
     "google_compute_network": {"auto_create_subnetworks"},
+    "google_compute_resource_policy": None,  # resource policies cannot be edited: every change replaces
     "google_compute_router": {"network"},
     "google_compute_router_nat": {"router"},
     "google_compute_subnetwork": {"network"},

@@ -13,6 +13,11 @@ output "boot_disk_type" {
   value       = local.boot_disk_type
 }
 
+output "compact_placement" {
+  description = "Whether the nodes get a compact (COLLOCATED) placement policy: node_count > 1 on a machine series that supports it (C4 yes, N1 no)."
+  value       = local.compact_placement
+}
+
 output "enable_secure_boot" {
   description = "Shielded VM Secure Boot: on for the CPU path, off for GPU images whose driver may be unsigned."
   value       = local.enable_secure_boot
@@ -49,7 +54,7 @@ output "machine_type" {
 }
 
 output "nic_type" {
-  description = "GVNIC on the CPU path (C4 requires it); null (virtio-net) on the GPU path."
+  description = "GVNIC on both paths (C4 requires it; on N1 it is faster than virtio-net)."
   value       = local.nic_type
 }
 
