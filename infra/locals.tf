@@ -27,10 +27,8 @@ locals {
   image_repository_url = "${local.registry_host}/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
   bucket_name          = coalesce(var.bucket_name, "${var.project_id}-${var.deployment_name}-runs")
 
-  # The agent's code is written in packages/gantry; until it exists a placeholder keeps the
-  # boot path (metadata key -> systemd unit) exercised end to end.
-  packaged_agent    = "${path.module}/../packages/gantry/agent.py"
-  agent_source_path = coalesce(var.agent_source_path, fileexists(local.packaged_agent) ? local.packaged_agent : "${path.module}/files/agent_placeholder.py")
+  # The node agent ships as instance metadata from the launcher's own package.
+  agent_source_path = "${path.module}/../packages/gantry/agent.py"
 
   node_metadata = merge(
     {

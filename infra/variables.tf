@@ -73,12 +73,6 @@ variable "idle_shutdown_minutes" {
   }
 }
 
-variable "agent_source_path" {
-  description = "Python file shipped to every node as the agent (metadata key gantry-agent). null: packages/gantry/agent.py when it exists, else infra/files/agent_placeholder.py."
-  type        = string
-  default     = null
-}
-
 variable "required_cuda_version" {
   description = "CUDA version of the trainer's CUDA image (docker/Dockerfile.cuda); GPU nodes fail their boot loudly when the driver runs less."
   type        = string

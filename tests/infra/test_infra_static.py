@@ -98,6 +98,14 @@ def test_root_module_passes_every_node_shape_input():
     assert all(name == source for name, source in passed)
 
 
+def test_every_root_output_is_read_by_the_launcher():
+    """An output nothing reads is an interface nobody maintains: each one must be read by name in packages/gantry."""
+    names = re.findall(r'^output "([^"]+)"', (INFRA / "outputs.tf").read_text(), flags=re.MULTILINE)
+    launcher = "\n".join(path.read_text() for path in (REPO / "packages" / "gantry").rglob("*.py"))
+    unread = [name for name in names if not re.search(rf"[\"']{name}[\"']", launcher)]
+    assert names and not unread, f"root outputs no launcher code reads (delete them, or read them): {unread}"
+
+
 def _shell_scripts():
     return sorted(
         path.relative_to(REPO).as_posix()
