@@ -40,10 +40,33 @@ module "startup_script" {
   required_cuda_version = var.required_cuda_version
 }
 
+# The boot image, resolved at plan time: a retired family (Deep Learning VM families reach end of
+# support) fails `plan` naming the family, before the network, bucket or repository exist, instead
+# of failing instance creation after them. Nodes boot exactly the image planned.
+data "google_compute_image" "boot" {
+  family  = module.node_shape.image_family
+  project = module.node_shape.image_project
+}
+
 # A new image in the same family must not replace running nodes (the boot disk's image is
 # ignored below); a different family or a switch of use_gpu must. This records the choice.
 resource "terraform_data" "boot_image" {
   input = module.node_shape.image
+}
+
+# Multi-node runs on a machine series that supports it get their VMs placed close together
+# (node_shape decides: C4 yes, N1 no). Placement policies are regional and carry no labels.
+resource "google_compute_resource_policy" "placement" {
+  count = module.node_shape.compact_placement ? 1 : 0
+
+  name   = "${var.deployment_name}-placement"
+  region = var.region
+
+  group_placement_policy {
+    collocation = "COLLOCATED"
+  }
+
+  depends_on = [google_project_service.required]
 }
 
 resource "google_compute_instance" "node" {
@@ -58,6 +81,9 @@ resource "google_compute_instance" "node" {
     gantry-role = count.index == 0 ? "master" : "worker"
   })
 
+  # At most one policy per VM; changing it recreates the VM (node_count 1 <-> N on C4).
+  resource_policies = google_compute_resource_policy.placement[*].self_link
+
   allow_stopping_for_update = true
   can_ip_forward            = false
   deletion_protection       = false
@@ -66,7 +92,7 @@ resource "google_compute_instance" "node" {
     auto_delete = true
 
     initialize_params {
-      image  = module.node_shape.image
+      image  = data.google_compute_image.boot.self_link
       size   = module.node_shape.boot_disk_size_gb
       type   = module.node_shape.boot_disk_type
       labels = local.labels

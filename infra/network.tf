@@ -5,6 +5,7 @@ resource "google_compute_network" "vpc" {
   name                    = "${var.deployment_name}-vpc"
   auto_create_subnetworks = false
   routing_mode            = "REGIONAL"
+  mtu                     = local.vpc_mtu
 
   depends_on = [google_project_service.required]
 }

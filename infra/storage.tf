@@ -23,5 +23,12 @@ resource "google_storage_bucket" "runs" {
   force_destroy               = var.bucket_force_destroy
   labels                      = local.labels
 
+  # Soft delete (default: 7 days) would keep billing every checkpoint the trainer rotates out and
+  # everything `make destroy --delete-data` removes; 0 turns it off. Checkpoints are step-N objects
+  # the trainer writes again, not the only copy of anything.
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
+
   depends_on = [google_project_service.required]
 }

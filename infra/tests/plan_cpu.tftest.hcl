@@ -1,8 +1,8 @@
 # Plan-time checks of the root module against the stand-in google provider (tools/tf-standin),
 # which serves hashicorp/google 8.7.0's schema offline: `make test` runs this through
 # tests/infra/test_standin_plan.py; by hand, see docs/STANDIN.md. This file plans the CPU path
-# (use_gpu = false; plan_gpu.tftest.hcl the GPU path) for every spot x node_count (1, 3); the
-# 3-node runs also set max_run_hours. The first run also checks what does not depend on the
+# (use_gpu = false; plan_gpu.tftest.hcl the GPU path) for every spot x node_count (1, 2); the
+# 2-node runs also set max_run_hours. The first run also checks what does not depend on the
 # shape: network, firewall, bucket and the service account's roles.
 # Values the API computes (ids, IPs) are unknown at plan time, so only what the configuration
 # decides is asserted.
@@ -44,8 +44,8 @@ run "cpu_standard_1_node" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -92,6 +92,10 @@ run "cpu_standard_1_node" {
     error_message = "The runs bucket must be private: uniform access and public access prevention."
   }
   assert {
+    condition     = one(google_storage_bucket.runs.soft_delete_policy).retention_duration_seconds == 0
+    error_message = "Soft delete must be off (retention 0): rotated checkpoints must not bill for 7 more days."
+  }
+  assert {
     condition     = google_storage_bucket.runs.labels["gantry-deployment"] == "gantry-test" && google_artifact_registry_repository.images.labels["gantry-deployment"] == "gantry-test" && google_artifact_registry_repository.images.format == "DOCKER"
     error_message = "The bucket and the Docker repository carry the gantry-deployment label."
   }
@@ -99,21 +103,34 @@ run "cpu_standard_1_node" {
     condition     = one(google_compute_instance.node[0].service_account).scopes == toset(["https://www.googleapis.com/auth/cloud-platform"]) || one(google_compute_instance.node[0].service_account).scopes == toset(["cloud-platform"])
     error_message = "Nodes run as the deployment's service account, bounded by IAM roles rather than scopes."
   }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "A single node needs no placement policy."
+  }
+  assert {
+    condition     = google_compute_network.vpc.mtu == 8896
+    error_message = "The VPC uses the largest MTU, 8896 (default 1460)."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).on_host_maintenance == "MIGRATE"])
+    error_message = "A single on-demand C4 node keeps live migration."
+  }
 }
 
-run "cpu_standard_3_nodes" {
+
+run "cpu_standard_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = false
     spot               = false
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -132,8 +149,8 @@ run "cpu_standard_3_nodes" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -143,7 +160,16 @@ run "cpu_standard_3_nodes" {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
   }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 1 && one(google_compute_resource_policy.placement[0].group_placement_policy).collocation == "COLLOCATED" && google_compute_resource_policy.placement[0].region == "us-central1"
+    error_message = "A multi-node C4 deployment gets one compact (COLLOCATED) placement policy in its region."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 1 && one(n.scheduling).on_host_maintenance == "TERMINATE"])
+    error_message = "Every node carries the placement policy and terminates on host maintenance (compact placement allows no live migration)."
+  }
 }
+
 
 run "cpu_spot_1_node" {
   command = plan
@@ -152,7 +178,7 @@ run "cpu_spot_1_node" {
     use_gpu            = false
     spot               = true
     node_count         = 1
-    max_run_hours      = 0
+    max_run_hours      = 2
     termination_action = "STOP"
   }
   assert {
@@ -176,36 +202,41 @@ run "cpu_spot_1_node" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
     error_message = "Spot nodes: SPOT provisioning, preemptible, no automatic restart, TERMINATE on maintenance."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : length(one(n.scheduling).max_run_duration) == 0])
-    error_message = "max_run_hours = 0 sets no max_run_duration."
+    condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 7200])
+    error_message = "Spot nodes carry the GCE-enforced run limit (max_run_hours = 2 is 7200 s)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == "STOP"])
     error_message = "Spot nodes carry the chosen termination action."
   }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "A single node needs no placement policy."
+  }
 }
 
-run "cpu_spot_3_nodes" {
+
+run "cpu_spot_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = false
     spot               = true
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -224,8 +255,8 @@ run "cpu_spot_3_nodes" {
     error_message = "C4 needs a hyperdisk-balanced boot disk and a GVNIC NIC."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/ubuntu-os-cloud/global/images/family/")])
-    error_message = "The CPU path boots an Ubuntu LTS image family."
+    condition     = data.google_compute_image.boot.project == "ubuntu-os-cloud" && data.google_compute_image.boot.family == "ubuntu-2404-lts-amd64" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The CPU path boots the image plan resolved from the Ubuntu LTS family."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
@@ -234,5 +265,13 @@ run "cpu_spot_3_nodes" {
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 1 && one(google_compute_resource_policy.placement[0].group_placement_policy).collocation == "COLLOCATED" && google_compute_resource_policy.placement[0].region == "us-central1"
+    error_message = "A multi-node C4 deployment gets one compact (COLLOCATED) placement policy in its region."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 1 && one(n.scheduling).on_host_maintenance == "TERMINATE"])
+    error_message = "Every node carries the placement policy and terminates on host maintenance (compact placement allows no live migration)."
   }
 }

@@ -1,4 +1,4 @@
-# The GPU path (use_gpu = true) for every spot x node_count (1, 3), against the stand-in google
+# The GPU path (use_gpu = true) for every spot x node_count (1, 2), against the stand-in google
 # provider; see plan_cpu.tftest.hcl for how this runs and what the CPU path checks.
 
 variables {
@@ -38,8 +38,8 @@ run "gpu_standard_1_node" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -53,21 +53,30 @@ run "gpu_standard_1_node" {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == null])
     error_message = "A standard node with no run limit sends no termination action (GCE refuses one)."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
 
-run "gpu_standard_3_nodes" {
+
+run "gpu_standard_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = true
     spot               = false
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -86,8 +95,8 @@ run "gpu_standard_3_nodes" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "STANDARD" && !one(n.scheduling).preemptible && one(n.scheduling).automatic_restart])
@@ -97,7 +106,16 @@ run "gpu_standard_3_nodes" {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
+
 
 run "gpu_spot_1_node" {
   command = plan
@@ -106,7 +124,7 @@ run "gpu_spot_1_node" {
     use_gpu            = true
     spot               = true
     node_count         = 1
-    max_run_hours      = 0
+    max_run_hours      = 2
     termination_action = "STOP"
   }
   assert {
@@ -130,36 +148,45 @@ run "gpu_spot_1_node" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
     error_message = "Spot nodes: SPOT provisioning, preemptible, no automatic restart, TERMINATE on maintenance."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : length(one(n.scheduling).max_run_duration) == 0])
-    error_message = "max_run_hours = 0 sets no max_run_duration."
+    condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 7200])
+    error_message = "Spot nodes carry the GCE-enforced run limit (max_run_hours = 2 is 7200 s)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).instance_termination_action == "STOP"])
     error_message = "Spot nodes carry the chosen termination action."
   }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
+  }
 }
 
-run "gpu_spot_3_nodes" {
+
+run "gpu_spot_2_nodes" {
   command = plan
 
   variables {
     use_gpu            = true
     spot               = true
-    node_count         = 3
+    node_count         = 2
     max_run_hours      = 4
     termination_action = "DELETE"
   }
   assert {
-    condition     = length(google_compute_instance.node) == 3 && google_compute_instance.node[0].labels["gantry-role"] == "master"
-    error_message = "3 node(s), node 0 labelled the master."
+    condition     = length(google_compute_instance.node) == 2 && google_compute_instance.node[0].labels["gantry-role"] == "master"
+    error_message = "2 node(s), node 0 labelled the master."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : alltrue([for nic in n.network_interface : length(nic.access_config) == 0])])
@@ -178,8 +205,8 @@ run "gpu_spot_3_nodes" {
     error_message = "GPU nodes cannot live-migrate: on_host_maintenance must be TERMINATE."
   }
   assert {
-    condition     = alltrue([for n in google_compute_instance.node : startswith(one(one(n.boot_disk).initialize_params).image, "projects/deeplearning-platform-release/global/images/family/")])
-    error_message = "The GPU path boots a Deep Learning VM image family (driver baked in)."
+    condition     = data.google_compute_image.boot.project == "deeplearning-platform-release" && data.google_compute_image.boot.family == "common-cu129-ubuntu-2204-nvidia-580" && alltrue([for n in google_compute_instance.node : one(one(n.boot_disk).initialize_params).image == data.google_compute_image.boot.self_link])
+    error_message = "The GPU path boots the image plan resolved from a supported Deep Learning VM family (driver baked in)."
   }
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).provisioning_model == "SPOT" && one(n.scheduling).preemptible && !one(n.scheduling).automatic_restart && one(n.scheduling).on_host_maintenance == "TERMINATE"])
@@ -188,5 +215,13 @@ run "gpu_spot_3_nodes" {
   assert {
     condition     = alltrue([for n in google_compute_instance.node : one(one(n.scheduling).max_run_duration).seconds == 14400 && one(n.scheduling).instance_termination_action == "DELETE"])
     error_message = "max_run_hours = 4 sets a GCE-enforced max_run_duration of 14400 s with the chosen termination action."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.network_interface).nic_type == "GVNIC"])
+    error_message = "GPU nodes use gVNIC too (faster than virtio-net for gloo/nccl between nodes)."
+  }
+  assert {
+    condition     = length(google_compute_resource_policy.placement) == 0 && alltrue([for n in google_compute_instance.node : length(n.resource_policies) == 0])
+    error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
   }
 }

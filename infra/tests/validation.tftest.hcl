@@ -60,3 +60,14 @@ run "the_same_shape_passes_on_the_cpu_path" {
     error_message = "gpu_machine_type is validated only when use_gpu = true."
   }
 }
+
+run "spot_without_max_run_hours_is_refused" {
+  command = plan
+
+  variables {
+    spot          = true
+    max_run_hours = 0 # a preempted node would leave the others billing until someone notices
+  }
+
+  expect_failures = [var.spot]
+}

@@ -36,7 +36,7 @@ from python_terraform import IsFlagged
 
 from gantry.errors import TerraformError, TerraformNotFound
 
-INSTALL_HINT = ("Install Terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) "
+INSTALL_HINT = ("Install Terraform >= 1.9 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform version` works in this shell.")
 _KEEP_CHARS = 200_000  # how much of a command's output is kept for error messages
 

@@ -98,6 +98,24 @@ def test_root_module_passes_every_node_shape_input():
     assert all(name == source for name, source in passed)
 
 
+def test_every_root_output_is_read_by_the_launcher():
+    """An output nothing reads is an interface nobody maintains: each one must be read by name in packages/gantry."""
+    names = re.findall(r'^output "([^"]+)"', (INFRA / "outputs.tf").read_text(), flags=re.MULTILINE)
+    launcher = "\n".join(path.read_text() for path in (REPO / "packages" / "gantry").rglob("*.py"))
+    unread = [name for name in names if not re.search(rf"[\"']{name}[\"']", launcher)]
+    assert names and not unread, f"root outputs no launcher code reads (delete them, or read them): {unread}"
+
+
+def test_docs_and_the_launcher_state_the_terraform_version_infra_requires():
+    required = re.search(r'required_version = ">= ([0-9.]+)"', (INFRA / "terraform.tf").read_text()).group(1)
+    places = [REPO / "packages" / "gantry" / "terraform.py", REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    stated = {(path.relative_to(REPO).as_posix(), version) for path in places
+              for version in re.findall(r"Terraform (?:>=|≥) ?([0-9]+\.[0-9]+)", path.read_text())}
+    assert any(path.endswith("terraform.py") for path, _ in stated), "INSTALL_HINT no longer names a version"
+    wrong = sorted((path, version) for path, version in stated if version != required)
+    assert not wrong, f"infra/terraform.tf requires Terraform >= {required}; these say otherwise: {wrong}"
+
+
 def _shell_scripts():
     return sorted(
         path.relative_to(REPO).as_posix()

@@ -21,7 +21,7 @@ def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkey
     tfvars = infra / "terraform.tfvars"
     # The widest shape: GPU, Spot, three nodes (a master and two workers).
     tfvars.write_text('project_id = "standin-proj"\ndeployment_name = "adapter"\nuse_gpu = true\n'
-                      'spot = true\nnode_count = 3\n')
+                      'spot = true\nmax_run_hours = 4\nnode_count = 3\n')
     out, err = io.StringIO(), io.StringIO()
     tf = gantry_terraform.Terraform(infra, stdout=out, stderr=err)
 
@@ -33,12 +33,11 @@ def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkey
     tf.apply(tfvars)
     outputs = tf.outputs()
     assert outputs["node_names"] == ["adapter-node-0", "adapter-node-1", "adapter-node-2"]
-    assert outputs["master_address"] == outputs["internal_ips"][0]
+    assert outputs["node_zones"] == ["us-central1-a"] * 3 and outputs["use_gpu"] is True
     subnet = ipaddress.ip_network("10.42.0.0/24")  # infra's default subnet_cidr
-    assert len(set(outputs["internal_ips"])) == 3
-    assert all(ipaddress.ip_address(ip) in subnet for ip in outputs["internal_ips"])
-    assert outputs["node_service_account"] == "adapter-node@standin-proj.iam.gserviceaccount.com"
-    assert outputs["accelerator"] == {"type": "nvidia-tesla-t4", "count": 1}
+    assert ipaddress.ip_address(outputs["master_address"]) in subnet
+    assert outputs["bucket"] == "standin-proj-adapter-runs"
+    assert outputs["image_repository_url"] == "us-central1-docker.pkg.dev/standin-proj/adapter"
     assert "google_compute_instance.node[2]" in tf.state_list()
     assert tf.plan(tfvars) is False  # applied == configured: no drift
 

@@ -35,6 +35,7 @@ ID_TEMPLATES = {
     "google_compute_instance": "projects/{project}/zones/{zone}/instances/{name}",
     "google_compute_instance_template": "projects/{project}/global/instanceTemplates/{name}",
     "google_compute_network": "projects/{project}/global/networks/{name}",
+    "google_compute_resource_policy": "projects/{project}/regions/{region}/resourcePolicies/{name}",
     "google_compute_router": "projects/{project}/regions/{region}/routers/{name}",
     "google_compute_router_nat": "{project}/{region}/{router}/{name}",
     "google_compute_subnetwork": "projects/{project}/regions/{region}/subnetworks/{name}",
@@ -218,6 +219,39 @@ def generic(ctype, name: str, seed: str):
     return None
 
 
+# ---- image families ----
+# The public image families infra/ may name, as Google's catalogue answers them. A family lookup
+# (images.getFromFamily) returns the newest image that is not deprecated; once a family is past its
+# end of support it has none, and the API answers 404, which the provider wraps as below. Projects
+# not listed here (a user's own images) are answered with an invented image, unchecked.
+# Sources: Google's Deep Learning VM image table (cloud.google.com/deep-learning-vm/docs/images) as
+# issue 16 quotes it (common-cu128-ubuntu-2204-nvidia-570: end of support April 2026), and
+# common-cu129-ubuntu-2204-nvidia-580 as public 2026 deployments name it. Only families with a
+# source are listed; refresh this table when infra/'s defaults change.
+IMAGE_FAMILIES = {
+    "deeplearning-platform-release": {
+        "common-cu129-ubuntu-2204-nvidia-580": "live",  # CUDA 12.9 toolkit, driver 580 (runs CUDA <= 13.0)
+        "common-cu128-ubuntu-2204-nvidia-570": "retired",  # end of support April 2026
+    },
+    "ubuntu-os-cloud": {
+        "ubuntu-2404-lts-amd64": "live",  # infra/'s cpu_image default
+        "ubuntu-2204-lts": "live",
+    },
+}
+
+
+class NotFound(Exception):
+    """What the provider reports when the API answers 404; the message is Terraform's error line."""
+
+
+def image_from_family(project: str, family: str) -> None:
+    """Raise NotFound, as images.getFromFamily would, for a family of a known project that has no live image."""
+    families = IMAGE_FAMILIES.get(project)
+    if families is not None and families.get(family) != "live":
+        raise NotFound(f"error retrieving image information: googleapi: Error 404: The resource "
+                       f"'projects/{project}/global/images/family/{family}' was not found, notFound")
+
+
 # ---- data sources ----
 def read_data_source(type_name: str, config: dict, attrs: dict, provider: dict) -> dict:
     """Config plus invented values for every computed attribute the config left null."""
@@ -227,6 +261,8 @@ def read_data_source(type_name: str, config: dict, attrs: dict, provider: dict) 
     region = config.get("region") or d["region"]
     known: dict = {"project": project, "region": region, "zone": d["zone"]}
     if type_name == "google_compute_image":
+        if config.get("family") and not config.get("name"):
+            image_from_family(project, config["family"])
         name = config.get("name") or f"{config.get('family') or 'standin'}-standin-v20260101"
         known.update(name=name, family=config.get("family") or "standin-family", status="READY", disk_size_gb=10,
                      id=f"projects/{project}/global/images/{name}", image_id=digits(name),

@@ -4,7 +4,8 @@ Serves the schema that scripts/extract_google_schema.py wrote (google_schema_8.7
 tfplugin6, using the PyPI `tf` framework for the go-plugin handshake and its generated protobuf
 for everything else (the framework's own resource model has no list-nested blocks). Terraform
 itself then checks every argument, type, block depth and reference against the real schema.
-The provider plans computed values as unknown, answers data sources with fake values and, on
+The provider plans computed values as unknown, answers data sources with fake values (image
+families from a table of live and retired ones, fake_values.IMAGE_FAMILIES) and, on
 apply, stores deterministic fake computed values in state. It never talks to Google.
 
 Not run by hand: mirror.py installs it as `terraform-provider-google_v8.7.0` into a filesystem
@@ -37,9 +38,10 @@ FORCE_NEW = {
     "google_compute_address": {"address", "address_type", "subnetwork", "purpose"},
     "google_compute_disk": {"type", "image", "snapshot"},
     "google_compute_firewall": {"network", "direction"},
-    "google_compute_instance": {"boot_disk"},
+    "google_compute_instance": {"boot_disk", "resource_policies"},  # "Modifying this list will cause the instance to recreate"
     "google_compute_instance_template": None,  # templates are immutable: every change replaces
     "google_compute_network": {"auto_create_subnetworks"},
+    "google_compute_resource_policy": None,  # resource policies cannot be edited: every change replaces
     "google_compute_router": {"network"},
     "google_compute_router_nat": {"router"},
     "google_compute_subnetwork": {"network"},
@@ -202,7 +204,10 @@ class StandinServicer(tf.provider.ProviderServicer):
     def ReadDataSource(self, request, context):
         config = read_dynamic_value(request.config) or {}
         attrs = self.data_sources[request.type_name]["attributes"]
-        state = fake_values.read_data_source(request.type_name, config, attrs, self.config)
+        try:
+            state = fake_values.read_data_source(request.type_name, config, attrs, self.config)
+        except fake_values.NotFound as error:  # the real provider's error for an API 404, as Terraform prints it
+            return pb.ReadDataSource.Response(diagnostics=Diagnostics().add_error(str(error), "").to_pb())
         return pb.ReadDataSource.Response(state=to_dynamic_value(state))
 
 

@@ -10,13 +10,22 @@ locals {
   hyperdisk_families = ["c4", "c4d", "c3", "c3d", "n4", "h3", "m3", "m4", "x4", "z3"]
   boot_disk_type     = contains(local.hyperdisk_families, local.machine_family) ? "hyperdisk-balanced" : "pd-balanced"
 
-  # C4 requires gVNIC and the Ubuntu image supports it. Deep Learning VM images are left on
-  # the default virtio-net, which every image supports.
-  nic_type = var.use_gpu ? null : "GVNIC"
+  # gVNIC on both paths: C4 requires it, and on N1 it carries more bandwidth than virtio-net for
+  # the nodes' gloo/nccl traffic. Both default images list GVNIC among their guest OS features
+  # (Ubuntu 24.04 LTS; Deep Learning VM families on Ubuntu 22.04 ship the gve driver).
+  nic_type = "GVNIC"
+
+  # A compact placement policy (COLLOCATED) puts a multi-node run's VMs on nearby hosts: lower
+  # latency for the torchrun rendezvous and gradient all-reduce. GCE offers it only on some machine
+  # series (C4 among them; not N1, so the GPU path goes without) and only to VMs that do not
+  # live-migrate (on_host_maintenance = TERMINATE, below).
+  compact_placement_families = ["a2", "a3", "c2", "c2d", "c3", "c3d", "c4", "c4d", "g2", "h3", "n2", "n2d"]
+  compact_placement          = var.node_count > 1 && contains(local.compact_placement_families, local.machine_family)
 
   image_project = var.use_gpu ? var.gpu_image_project : split("/", var.cpu_image)[0]
   image_family  = var.use_gpu ? var.gpu_image_family : split("/", var.cpu_image)[1]
-  # GCE resolves a family to its newest image at create time.
+  # The root module resolves the family at plan time (data "google_compute_image"), so a retired
+  # family fails plan; this path names the family, whose change must replace the nodes.
   image = "projects/${local.image_project}/global/images/family/${local.image_family}"
 
   # A dynamic guest_accelerator block iterates this: empty on the CPU path, so no block with
@@ -24,9 +33,10 @@ locals {
   guest_accelerators = var.use_gpu ? [{ type = var.accelerator_type, count = var.accelerator_count }] : []
   accelerator        = var.use_gpu ? "${var.accelerator_count}x ${var.accelerator_type}" : "none"
 
-  # GPUs cannot live-migrate and Spot VMs cannot either: both need TERMINATE. A Spot VM must not
-  # restart automatically (GCE refuses it); a standard one should come back after a host event.
-  on_host_maintenance = var.use_gpu || var.spot ? "TERMINATE" : "MIGRATE"
+  # GPUs cannot live-migrate, Spot VMs cannot either, and compact placement takes only VMs that do
+  # not: all three need TERMINATE. A Spot VM must not restart automatically (GCE refuses it); a
+  # standard one comes back after a host event (the trainer resumes from its newest checkpoint).
+  on_host_maintenance = var.use_gpu || var.spot || local.compact_placement ? "TERMINATE" : "MIGRATE"
   max_run_seconds     = var.max_run_hours > 0 ? floor(var.max_run_hours * 3600) : null
   # GCE accepts a termination action only for Spot VMs or with a max run duration.
   termination_action = var.spot || var.max_run_hours > 0 ? var.termination_action : null

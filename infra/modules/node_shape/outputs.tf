@@ -13,6 +13,11 @@ output "boot_disk_type" {
   value       = local.boot_disk_type
 }
 
+output "compact_placement" {
+  description = "Whether the nodes get a compact (COLLOCATED) placement policy: node_count > 1 on a machine series that supports it (C4 yes, N1 no)."
+  value       = local.compact_placement
+}
+
 output "enable_secure_boot" {
   description = "Shielded VM Secure Boot: on for the CPU path, off for GPU images whose driver may be unsigned."
   value       = local.enable_secure_boot
@@ -24,12 +29,12 @@ output "guest_accelerators" {
 }
 
 output "image" {
-  description = "Boot image as projects/PROJECT/global/images/family/FAMILY (resolved by GCE at create time)."
+  description = "Boot image family as projects/PROJECT/global/images/family/FAMILY: a change of it replaces the nodes."
   value       = local.image
 }
 
 output "image_family" {
-  description = "Boot image family (or image name when cpu_image names an image)."
+  description = "Boot image family; the root module resolves it with a google_compute_image data source."
   value       = local.image_family
 }
 
@@ -49,7 +54,7 @@ output "machine_type" {
 }
 
 output "nic_type" {
-  description = "GVNIC on the CPU path (C4 requires it); null (virtio-net) on the GPU path."
+  description = "GVNIC on both paths (C4 requires it; on N1 it is faster than virtio-net)."
   value       = local.nic_type
 }
 

@@ -89,13 +89,13 @@ variable "boot_disk_size_gb" {
 }
 
 variable "cpu_image" {
-  description = "Boot image of the CPU path as PROJECT/FAMILY (newest image of the family) or PROJECT/IMAGE_NAME; must support gVNIC (C4 requires it)."
+  description = "Boot image family of the CPU path as PROJECT/FAMILY (plan resolves it to the family's newest image); must support gVNIC (C4 requires it)."
   type        = string
   default     = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
 
   validation {
     condition     = can(regex("^[a-z][-a-z0-9.:]*/[a-z][-a-z0-9]*$", var.cpu_image))
-    error_message = "cpu_image must be PROJECT/FAMILY or PROJECT/IMAGE, e.g. ubuntu-os-cloud/ubuntu-2404-lts-amd64."
+    error_message = "cpu_image must be PROJECT/FAMILY, e.g. ubuntu-os-cloud/ubuntu-2404-lts-amd64."
   }
 }
 
@@ -106,22 +106,32 @@ variable "gpu_image_project" {
 }
 
 variable "gpu_image_family" {
-  description = "Deep Learning VM image family of the GPU path: NVIDIA driver baked in. Families get retired: `gcloud compute images list --project deeplearning-platform-release --no-standard-images --filter='family~common-cu'` lists the live ones."
+  description = "Deep Learning VM image family of the GPU path: NVIDIA driver baked in, its CUDA at least required_cuda_version. Families get retired (plan then fails naming the family): `gcloud compute images list --project deeplearning-platform-release --no-standard-images --filter='family~common-cu'` lists the live ones."
   type        = string
-  default     = "common-cu128-ubuntu-2204-nvidia-570"
+  # CUDA 12.9 toolkit, NVIDIA driver 580 (runs CUDA up to 13.0), Ubuntu 22.04 with gVNIC support.
+  # The default before it, common-cu128-ubuntu-2204-nvidia-570, reached end of support in April 2026
+  # (Google's Deep Learning VM image table, cloud.google.com/deep-learning-vm/docs/images).
+  default = "common-cu129-ubuntu-2204-nvidia-580"
 
   validation {
     condition     = can(regex("^[a-z][-a-z0-9]*$", var.gpu_image_family))
-    error_message = "gpu_image_family must be an image family name such as common-cu128-ubuntu-2204-nvidia-570."
+    error_message = "gpu_image_family must be an image family name such as common-cu129-ubuntu-2204-nvidia-580."
   }
 }
 
 #### scheduling ####
 
 variable "spot" {
-  description = "Run nodes as Spot VMs (about 40-60% cheaper; GCE may preempt them with ~30 s notice)."
+  description = "Run nodes as Spot VMs (about 40-60% cheaper; GCE may preempt them with ~30 s notice). Needs max_run_hours > 0."
   type        = bool
   default     = false
+
+  # A preempted node stays TERMINATED while the others wait at the torchrun rendezvous and
+  # bill; only a GCE-enforced run limit is sure to stop them all.
+  validation {
+    condition     = !var.spot || var.max_run_hours > 0
+    error_message = "spot = true needs max_run_hours > 0 (e.g. max_run_hours = 8): a preempted Spot node stays TERMINATED while the other nodes wait for it and bill; max_run_hours makes GCE stop every node after that long."
+  }
 }
 
 variable "max_run_hours" {

@@ -39,14 +39,19 @@ run "cpu_on_demand_defaults" {
     condition     = output.enable_secure_boot && jsonencode(output.node_indexes) == "[0]"
     error_message = "The CPU path boots with Secure Boot; node_count 1 means one node, index 0."
   }
+  assert {
+    condition     = !output.compact_placement
+    error_message = "A single node needs no placement policy."
+  }
 }
 
 run "cpu_spot" {
   command = plan
 
   variables {
-    spot       = true
-    node_count = 3
+    spot          = true
+    node_count    = 3
+    max_run_hours = 2
   }
 
   assert {
@@ -60,13 +65,17 @@ run "cpu_spot" {
       automatic_restart           = false
       on_host_maintenance         = "TERMINATE"
       instance_termination_action = "STOP"
-      max_run_duration_seconds    = null
+      max_run_duration_seconds    = 7200
     })
-    error_message = "Spot needs SPOT, preemptible, no automatic restart, TERMINATE and a termination action."
+    error_message = "Spot needs SPOT, preemptible, no automatic restart, TERMINATE, a termination action and its run limit."
   }
   assert {
     condition     = jsonencode(output.node_indexes) == "[0,1,2]"
     error_message = "node_count 3 means indexes 0, 1, 2."
+  }
+  assert {
+    condition     = output.compact_placement
+    error_message = "Three C4 nodes get a compact placement policy."
   }
 }
 
@@ -90,11 +99,11 @@ run "gpu_on_demand" {
     error_message = "The cost-estimate accelerator string is wrong."
   }
   assert {
-    condition     = output.boot_disk_type == "pd-balanced" && output.nic_type == null
-    error_message = "N1 has no hyperdisk-balanced; Deep Learning VM images stay on virtio-net."
+    condition     = output.boot_disk_type == "pd-balanced" && output.nic_type == "GVNIC"
+    error_message = "N1 has no hyperdisk-balanced; the GPU path uses gVNIC too."
   }
   assert {
-    condition     = output.image == "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+    condition     = output.image == "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
     error_message = "The GPU path boots a Deep Learning VM family with the NVIDIA driver baked in."
   }
   assert {
@@ -111,6 +120,33 @@ run "gpu_on_demand" {
   assert {
     condition     = !output.enable_secure_boot
     error_message = "Secure Boot is off on the GPU path (the NVIDIA module may be unsigned)."
+  }
+}
+
+run "cpu_on_demand_two_nodes_placed_compactly" {
+  command = plan
+
+  variables {
+    node_count = 2
+  }
+
+  assert {
+    condition     = output.compact_placement && output.scheduling.on_host_maintenance == "TERMINATE" && output.scheduling.automatic_restart
+    error_message = "Two on-demand C4 nodes: compact placement, which allows no live migration (TERMINATE), and automatic restart after a host event."
+  }
+}
+
+run "gpu_two_nodes_without_placement" {
+  command = plan
+
+  variables {
+    use_gpu    = true
+    node_count = 2
+  }
+
+  assert {
+    condition     = !output.compact_placement && output.nic_type == "GVNIC"
+    error_message = "N1 takes no compact placement policy; its nodes still use gVNIC."
   }
 }
 

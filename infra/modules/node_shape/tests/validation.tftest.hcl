@@ -83,6 +83,15 @@ run "max_run_hours_negative" {
   expect_failures = [var.max_run_hours]
 }
 
+run "spot_without_max_run_hours" {
+  command = plan
+  variables {
+    spot          = true
+    max_run_hours = 0
+  }
+  expect_failures = [var.spot]
+}
+
 run "termination_action_unknown" {
   command = plan
   variables {
