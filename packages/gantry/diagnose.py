@@ -16,11 +16,21 @@ _ZONE = re.compile(r"\b([a-z]+-[a-z]+\d+-[a-z])\b")
 _QUOTA = re.compile(r"Quota '([A-Z0-9_]+)' exceeded\.?\s*Limit:\s*([\d.]+)(?:\s+in region ([a-z]+-[a-z]+\d+))?")
 
 
-def explain(output: str, deployment: Deployment) -> str | None:
-    """A paragraph (what happened + what to do) for a recognised failure, else None."""
-    text = " ".join(line.strip(" │╷╵\t") for line in output.splitlines())
-    if "ZONE_RESOURCE_POOL_EXHAUSTED" in text or "does not have enough resources available" in text:
-        return _stockout(text, deployment)
+def _unwrapped(output: str) -> str:
+    return " ".join(line.strip(" │╷╵\t") for line in output.splitlines())
+
+
+def is_stockout(output: str) -> bool:
+    text = _unwrapped(output)
+    return "ZONE_RESOURCE_POOL_EXHAUSTED" in text or "does not have enough resources available" in text
+
+
+def explain(output: str, deployment: Deployment, zones_offering: list[str] | None = None) -> str | None:
+    """A paragraph (what happened + what to do) for a recognised failure, else None. ``zones_offering``:
+    the zones that offer the shape (preflight.zones_offering), for a stock-out where Google named none."""
+    text = _unwrapped(output)
+    if is_stockout(output):
+        return _stockout(text, deployment, zones_offering)
     if "QUOTA_EXCEEDED" in text or _QUOTA.search(text):
         return _quota(text, deployment)
     if "SERVICE_DISABLED" in text or "has not been used in project" in text:
@@ -31,14 +41,18 @@ def explain(output: str, deployment: Deployment) -> str | None:
     return None
 
 
-def _stockout(text: str, d: Deployment) -> str:
+def _stockout(text: str, d: Deployment, zones_offering: list[str] | None) -> str:
     failing = re.search(r"zones/([a-z]+-[a-z]+\d+-[a-z])", text)
     zone = failing.group(1) if failing else d.zone
     shape = d.machine_type + (f" + {d.accelerator_type}" if d.use_gpu else "")
     others = sorted({z for z in _ZONE.findall(text) if z != zone})
+    region_zones = [z for z in zones_offering or [] if z.startswith(d.region + "-") and z != zone]
     if others:
         advice = (f"Google named zones with capacity: {', '.join(others)}. Set zone = \"{others[0]}\" in "
                   "infra/terraform.tfvars and run `make apply` again.")
+    elif region_zones:
+        advice = (f"Other zones of {d.region} offer {shape}: {', '.join(region_zones)}. Set zone = "
+                  f"\"{region_zones[0]}\" in infra/terraform.tfvars and run `make apply` again, or retry later.")
     else:
         advice = ("Try another zone of the region (`make preflight` lists the zones that offer the shape), "
                   "set zone in infra/terraform.tfvars and run `make apply` again, or retry later.")

@@ -90,11 +90,7 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
 
     shape_ok = _check_shape(report, d, compute, d.zone)
     if not shape_ok:
-        others = [z for z in region_zones if z != d.zone and _zone_has_shape(d, compute, z)]
-        fix = (f"Zones of {d.region} that have it: {', '.join(others)}; set zone = \"{others[0]}\" "
-               "in infra/terraform.tfvars." if others else
-               f"No zone of {d.region} has it; choose another region or shape in infra/terraform.tfvars.")
-        report.checks[-1].fixes.append(fix)
+        report.checks[-1].fixes.append(where_else(d, zones_offering(d, compute)))
 
     region = compute.regions.get(project=d.project_id, region=d.region)
     _check_quotas(report, d, _quota_map(project.quotas), _quota_map(region.quotas))
@@ -130,18 +126,42 @@ def _check_shape(report: Report, d: Deployment, compute: Compute, zone: str) -> 
     return True
 
 
-def _zone_has_shape(d: Deployment, compute: Compute, zone: str) -> bool:
-    from google.api_core.exceptions import NotFound
+def zones_offering(d: Deployment, compute: Compute) -> list[str]:
+    """Every zone, in any region, that offers the machine type and (GPU path) the accelerator
+    with at least accelerator_count per VM: two aggregated lists, whatever the region."""
+    def offered(client, name: str, attribute: str, enough=lambda item: True) -> set[str]:
+        found = set()
+        pages = client.aggregated_list(request={"project": d.project_id, "filter": f'name = "{name}"'})
+        for scope, listed in pages:
+            if any(item.name == name and enough(item) for item in getattr(listed, attribute)):
+                found.add(scope.removeprefix("zones/"))
+        return found
 
-    try:
-        compute.machine_types.get(project=d.project_id, zone=zone, machine_type=d.machine_type)
-        if d.use_gpu:
-            accelerator = compute.accelerator_types.get(project=d.project_id, zone=zone,
-                                                        accelerator_type=d.accelerator_type)
-            return accelerator.maximum_cards_per_instance >= d.accelerator_count
-    except NotFound:
-        return False
-    return True
+    zones = offered(compute.machine_types, d.machine_type, "machine_types")
+    if d.use_gpu:
+        zones &= offered(compute.accelerator_types, d.accelerator_type, "accelerator_types",
+                         lambda item: item.maximum_cards_per_instance >= d.accelerator_count)
+    return sorted(zones)
+
+
+def where_else(d: Deployment, zones: list[str]) -> str:
+    """The settings that lead to a zone with the shape: this region's zones first, then other regions."""
+    shape = d.machine_type + (f" + {d.accelerator_count} x {d.accelerator_type}" if d.use_gpu else "")
+    here = [z for z in zones if z.startswith(d.region + "-") and z != d.zone]
+    if here:
+        return (f"Zones of {d.region} that offer {shape}: {', '.join(here)}; set zone = \"{here[0]}\" "
+                "in infra/terraform.tfvars.")
+    if zones:
+        regions: dict[str, list[str]] = {}
+        for zone in zones:
+            regions.setdefault(zone.rsplit("-", 1)[0], []).append(zone)
+        listed = "; ".join(f"{r} ({', '.join(z)})" for r, z in sorted(regions.items())[:6])
+        return (f"No other zone of {d.region} offers {shape}; these regions do: {listed}. Set region and zone "
+                "in infra/terraform.tfvars (quotas are per region: `make preflight` checks them).")
+    what = "machine type" if not d.use_gpu else "machine type and accelerator combination"
+    return (f"No zone of any region offers {shape}: it is not a {what} Compute Engine has. "
+            f"`gcloud compute machine-types list --filter=name:{d.machine_type}` and "
+            "`gcloud compute accelerator-types list` show what exists; fix infra/terraform.tfvars.")
 
 
 # ---- quotas ----

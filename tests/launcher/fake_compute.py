@@ -123,6 +123,7 @@ class FakeCompute(LoopbackServer):
             (z + r"/instances/(?P<name>[^/]+)/serialPort$", self._serial_port),
             (z + r"/instances/(?P<name>[^/]+)/getGuestAttributes$", self._guest_attributes),
             (p + r"/aggregated/(?P<kind>instances|disks|addresses)$", self._aggregated),
+            (p + r"/aggregated/(?P<kind>machineTypes|acceleratorTypes)$", self._aggregated_types),
         ]
 
     def _post_routes(self):
@@ -278,6 +279,17 @@ class FakeCompute(LoopbackServer):
                                                             "message": "There are no results for scope"}})
         return 200, {"kind": f"compute#{kind}AggregatedList", "items": scoped}
 
+    def _aggregated_types(self, query, kind):
+        """machineTypes/acceleratorTypes.aggregatedList: one scope per zone, filtered by name."""
+        table, as_json = ((self.machine_types, self._machine_type_json) if kind == "machineTypes" else
+                          (self.accelerator_types, self._accelerator_json))
+        scoped: dict[str, dict] = {}
+        for zone in sorted(self.zones):
+            items = _filtered([as_json(zone, name) for name in sorted(table.get(zone, {}))], query)
+            scoped[f"zones/{zone}"] = {kind: items} if items else {
+                "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope"}}
+        return 200, {"kind": f"compute#{kind[:-1]}AggregatedList", "items": scoped}
+
     def _resource_json(self, resource: dict) -> dict:
         out = dict(resource)
         if "zone" in out:
@@ -295,13 +307,17 @@ def _quotas(quotas: dict[str, tuple[float, float]]) -> list[dict]:
 
 
 _LABEL_FILTER = re.compile(r'labels\.(?P<key>[\w-]+)\s*=\s*"?(?P<value>[^"\s]*)"?')
+_NAME_FILTER = re.compile(r'name\s*=\s*"?(?P<value>[^"\s]*)"?')
 
 
 def _filtered(items: list[dict], query: dict[str, list[str]]) -> list[dict]:
-    """Apply the one filter form the launcher uses: labels.KEY = "VALUE"."""
+    """Apply the filter forms the launcher uses: labels.KEY = "VALUE" and name = "VALUE"."""
     text = query.get("filter", [""])[0]
     if not text:
         return items
+    by_name = _NAME_FILTER.fullmatch(text.strip())
+    if by_name:
+        return [i for i in items if i.get("name") == by_name["value"]]
     match = _LABEL_FILTER.fullmatch(text.strip())
     if not match:
         raise ValueError(f"fake compute: unsupported filter {text!r}")

@@ -50,9 +50,18 @@ def test_stockout_names_zones_with_capacity_and_what_was_left(cli, deployment):
     assert "ZONE_RESOURCE_POOL_EXHAUSTED" in result.stderr  # terraform's own text was streamed too
 
 
-def test_stockout_without_named_zones_points_at_preflight(cli, deployment):
+def test_a_plain_text_stockout_lists_the_zones_that_offer_the_shape(cli, deployment):
     deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
     error = last_line(cli("apply").stderr)
+    assert "Other zones of us-central1 offer c4-highcpu-16: us-central1-b, us-central1-c." in error
+    assert 'Set zone = "us-central1-b"' in error
+
+
+def test_a_stockout_when_compute_cannot_say_where_else_points_at_preflight(cli, deployment, fake):
+    deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
+    fake.errors["/aggregated/"] = (403, "forbidden", "Required 'compute.machineTypes.list' permission for "
+                                   "'projects/demo-project'")
+    error = last_line(cli("apply", "--skip-preflight").stderr)
     assert "`make preflight` lists the zones that offer the shape" in error
 
 

@@ -48,7 +48,7 @@ def test_partial_usage_counts_against_the_limit(cli, deployment, fake):
 def test_spot_gpus_use_the_preemptible_quota_when_granted(cli, deployment, fake):
     fake.region_quotas["us-central1"]["NVIDIA_T4_GPUS"] = (0, 0)
     fake.region_quotas["us-central1"]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (4, 0)
-    deployment.write(use_gpu=True, spot=True)
+    deployment.write(use_gpu=True, spot=True, max_run_hours=8)
     result = cli("preflight")
     assert result.status == ExitStatus.OK, result.output
     assert "quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): need 1" in result.stdout
@@ -68,9 +68,30 @@ def test_missing_machine_type_lists_the_zones_that_have_it(cli, deployment):
     result = cli("preflight")
     assert result.status == ExitStatus.CHECK_FAILED
     assert "[FAIL] machine type: c4-highcpu-16 is not offered in us-central1-f" in result.stdout
-    assert "Zones of us-central1 that have it: us-central1-a, us-central1-b, us-central1-c" in result.stdout
+    assert "Zones of us-central1 that offer c4-highcpu-16: us-central1-a, us-central1-b, us-central1-c" \
+        in result.stdout
     assert 'set zone = "us-central1-a"' in result.stdout
     assert "[ ok ] quota CPUS_ALL_REGIONS (project): need 16" in result.stdout  # sized from the name
+
+
+def test_a_shape_only_other_regions_offer_names_those_regions(cli, deployment, fake):
+    fake.zones["europe-west4-b"] = "europe-west4"
+    fake.machine_types["europe-west4-b"] = {"n2-standard-16": (16, 65536)}
+    deployment.write(cpu_machine_type="n2-standard-16", allow_non_c4_cpu_shape=True)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "No other zone of us-central1 offers n2-standard-16; these regions do: europe-west4 (europe-west4-b)" \
+        in result.stdout
+    assert "choose another region" not in result.stdout
+
+
+def test_a_shape_no_zone_offers_is_called_what_it_is(cli, deployment):
+    deployment.write(cpu_machine_type="n2-standard-17", allow_non_c4_cpu_shape=True)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "No zone of any region offers n2-standard-17: it is not a machine type Compute Engine has" \
+        in result.stdout
+    assert "gcloud compute machine-types list --filter=name:n2-standard-17" in result.stdout
 
 
 def test_missing_accelerator_lists_the_zones_that_have_the_whole_shape(cli, deployment, fake):

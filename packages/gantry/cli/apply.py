@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from gantry import config, cost, diagnose
+from gantry import config, cost, diagnose, preflight
 from gantry.cli import preflight as preflight_cli
-from gantry.errors import CheckFailed, TerraformError
+from gantry.errors import CheckFailed, GantryError, TerraformError
+from gantry.gcp import Compute
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
 
@@ -47,7 +48,7 @@ def run(args, env) -> ExitStatus:
     try:
         tf.apply(args.var_file)
     except TerraformError as error:
-        raise _explained(error, deployment, tf) from error
+        raise _explained(error, deployment, tf, env) from error
     outputs = tf.outputs()
     estimate = cost.estimate(deployment)
     env.say("", f"Created {deployment.describe()}.")
@@ -61,9 +62,20 @@ def run(args, env) -> ExitStatus:
     return ExitStatus.OK
 
 
-def _explained(error: TerraformError, deployment, tf: Terraform) -> TerraformError:
+def _zones_offering(deployment, env) -> list[str] | None:
+    """Where else the shape is offered, so a stock-out's advice names zones; None when Compute cannot say."""
+    from google.api_core.exceptions import GoogleAPIError
+
+    try:
+        return preflight.zones_offering(deployment, Compute.connect(env.environ))
+    except (GantryError, GoogleAPIError, OSError):
+        return None
+
+
+def _explained(error: TerraformError, deployment, tf: Terraform, env) -> TerraformError:
     """One paragraph: what failed, in the user's terms, and what Terraform left behind."""
-    known = diagnose.explain(error.output, deployment)
+    known = diagnose.explain(error.output, deployment, _zones_offering(deployment, env) if
+                             diagnose.is_stockout(error.output) else None)
     what = f"terraform apply failed. {known.rstrip('.')}" if known else error.what
     try:
         created = tf.state_list()
