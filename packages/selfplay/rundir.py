@@ -11,7 +11,9 @@ Uploads go to a temporary name first, then move, so a reader never sees half a f
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+from functools import cached_property
 from pathlib import Path
 
 from . import checkpoint
@@ -26,15 +28,28 @@ class RunDir:
         self.url = run_dir
         self.remote = is_remote(run_dir)
         if self.remote:
-            import fsspec
-
-            self.fs, self.root = fsspec.core.url_to_fs(run_dir)
             root = staging_root or os.environ.get("GANTRY_STAGING", str(Path.home() / ".cache/gantry/staging"))
             slug = hashlib.sha256(run_dir.encode()).hexdigest()[:12]
             self.local = Path(root) / slug
         else:
             self.local = Path(run_dir)
         self.pushed: dict[Path, tuple[int, int]] = {}  # event file -> (size, mtime_ns) when last copied up
+
+    @cached_property
+    def _fs_and_root(self):
+        import fsspec
+
+        # gcsfs logs its bucket-type probe and feature flags at every call; check_bucket has said what matters.
+        logging.getLogger("gcsfs").setLevel(logging.ERROR)
+        return fsspec.core.url_to_fs(self.url)
+
+    @property
+    def fs(self):
+        return self._fs_and_root[0]
+
+    @property
+    def root(self) -> str:
+        return self._fs_and_root[1]
 
     def prepare(self) -> None:
         """Check where the run writes before anything is trained, then pull the bucket's newest checkpoint."""
@@ -52,6 +67,8 @@ class RunDir:
             raise ConfigError(f"{where} cannot be written ({e.strerror}): choose a folder you can write, "
                               f"e.g. --run.dir=runs/NAME") from None
         checkpoint.remove_partial(self.local)  # a crash or a full disk mid-write left it: it only takes room
+        if self.url.startswith("gs://"):
+            check_bucket(self.url)
         self.pull()
 
     def pull(self) -> None:
@@ -94,3 +111,56 @@ class RunDir:
         self.fs.makedirs(folder, exist_ok=True)
         self.fs.put(str(path), f"{folder}/.{name}.part")
         self.fs.mv(f"{folder}/.{name}.part", f"{folder}/{name}")
+
+
+STORAGE_API = "https://storage.googleapis.com"  # STORAGE_EMULATOR_HOST replaces it, as it does for gcsfs
+_STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
+
+
+def check_bucket(url: str, timeout_s: float = 10) -> None:
+    """Can this machine use the bucket of a gs:// run dir? One request, answered in seconds.
+
+    gcsfs would retry for about a minute and log every attempt; this asks objects.list once
+    with the machine's Application Default Credentials and turns the answer into one line.
+    """
+    import requests
+
+    from .config import ConfigError
+
+    bucket = url.removeprefix("gs://").split("/", 1)[0]
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    where = f"run.dir {url}"
+    local = "or train into a local folder (--run.dir=runs/NAME)"
+    if emulator:
+        session, who = requests.Session(), f"the storage emulator at {emulator}"
+    else:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.auth.transport.requests import AuthorizedSession
+
+        try:
+            credentials, _ = google.auth.default(scopes=[_STORAGE_SCOPE])
+        except DefaultCredentialsError:
+            raise ConfigError(f"{where}: this machine has no Google credentials: run `gcloud auth "
+                              f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), {local}") from None
+        session = AuthorizedSession(credentials)
+        who = getattr(credentials, "service_account_email", None) or "your Application Default Credentials"
+    api = (emulator or STORAGE_API).rstrip("/")
+    if "://" not in api:
+        api = f"http://{api}"
+    try:
+        # objects.list, not buckets.get: the nodes' roles/storage.objectAdmin grants storage.objects.list only.
+        answer = session.get(f"{api}/storage/v1/b/{bucket}/o", params={"maxResults": "1", "fields": "kind"},
+                             timeout=timeout_s)
+    except Exception as e:  # refresh errors, DNS, refused connections, timeouts: all mean "cannot reach it"
+        raise ConfigError(f"{where}: cannot reach Cloud Storage as {who} ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:160]}): check the network and credentials, {local}") from None
+    if answer.status_code == 404:
+        raise ConfigError(f"{where}: bucket {bucket} does not exist: check the name (`terraform -chdir=infra "
+                          f"output bucket` names the deployment's), {local}")
+    if answer.status_code in (401, 403):
+        raise ConfigError(f"{where}: {who} may not use bucket {bucket} ({answer.status_code}): grant it "
+                          f"roles/storage.objectAdmin on the bucket, {local}")
+    if answer.status_code != 200:
+        raise ConfigError(f"{where}: Cloud Storage answered {answer.status_code} for bucket {bucket}: try again, "
+                          f"{local}")

@@ -1,5 +1,6 @@
-"""A stand-in for the two Cloud Storage JSON API calls `gantry destroy --delete-data` makes:
-objects.list (GET /storage/v1/b/{bucket}/o) and objects.delete (DELETE .../o/{object})."""
+"""A stand-in for the Cloud Storage JSON API calls gantry makes: objects.list (GET /storage/v1/b/{bucket}/o:
+`gantry destroy --delete-data`, and the trainer's check of a gs:// run dir) and objects.delete (DELETE
+.../o/{object}). Missing buckets and denied callers get Google's real error bodies."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from loopback import LoopbackServer
 
 
 class FakeStorage(LoopbackServer):
-    def __init__(self, buckets: dict[str, list[str]] | None = None):
+    def __init__(self, buckets: dict[str, list[str]] | None = None, forbidden: set[str] | None = None):
         self.buckets = buckets or {}  # bucket -> object names
+        self.forbidden = forbidden or set()  # buckets whose objects the caller may not list
 
     @property
     def endpoint(self) -> str:
@@ -35,10 +37,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         parts = self._parts()  # storage v1 b BUCKET o
+        if len(parts) == 5 and parts[3] in self.fake.forbidden:
+            return self._reply(403, _google_error(
+                403, "forbidden", f"anonymous caller does not have storage.objects.list access to the Google Cloud "
+                                  f"Storage bucket. Permission 'storage.objects.list' denied on resource (or it may "
+                                  f"not exist)."))
         if len(parts) == 5 and parts[:2] == ["storage", "v1"] and parts[4] == "o" and parts[3] in self.fake.buckets:
             items = [{"kind": "storage#object", "name": n, "bucket": parts[3]} for n in self.fake.buckets[parts[3]]]
             return self._reply(200, {"kind": "storage#objects", "items": items})
-        self._reply(404, {"error": {"code": 404, "message": "The specified bucket does not exist."}})
+        self._reply(404, _google_error(404, "notFound", "The specified bucket does not exist."))
 
     def do_DELETE(self) -> None:
         parts = self._parts()  # storage v1 b BUCKET o OBJECT...
@@ -51,6 +58,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:
         pass
+
+
+def _google_error(code: int, reason: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message,
+                      "errors": [{"message": message, "domain": "global", "reason": reason}]}}
 
 
 FakeStorage.handler_class = _Handler
