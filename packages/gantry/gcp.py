@@ -3,13 +3,23 @@
 ``GANTRY_COMPUTE_ENDPOINT`` (e.g. ``http://127.0.0.1:8089``) points every Compute client
 at another endpoint with anonymous credentials: the test suite's fake Compute API, or an
 emulator. Without it the clients use Application Default Credentials and the real API.
+
+Every Compute call goes through one retry policy (``Compute.retry``, google-api-core's
+``Retry``): 429, 500, 502, 503, 504 and dropped connections are retried with exponential
+backoff, so an hour of `gantry logs --follow` survives a transient error. Metadata writes
+also retry 412 conditionNotMet (another writer changed the fingerprint): the caller wraps
+its whole read-modify-write in ``Compute.retry_fingerprint`` so the fingerprint is read
+again. ``GANTRY_RETRY_INITIAL_S``, ``GANTRY_RETRY_MAXIMUM_S`` and ``GANTRY_RETRY_DEADLINE_S``
+tune the backoff (tests make it short).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from gantry.errors import CredentialsError
@@ -18,6 +28,37 @@ ENDPOINT_ENV = "GANTRY_COMPUTE_ENDPOINT"
 LOGIN_FIX = ("Run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS "
              "to a service-account key file), then `make preflight` again.")
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Seconds: first wait, longest wait, and how long one call may keep retrying in all.
+RETRY_ENV = {"initial": "GANTRY_RETRY_INITIAL_S", "maximum": "GANTRY_RETRY_MAXIMUM_S",
+             "timeout": "GANTRY_RETRY_DEADLINE_S"}
+RETRY_DEFAULTS = {"initial": 1.0, "maximum": 30.0, "timeout": 300.0}
+
+
+def is_transient(exc: Exception) -> bool:
+    """Worth another try: Google's 429/500/502/503/504 and connections dropped on the way."""
+    from google.api_core import exceptions as api
+    from google.auth.exceptions import TransportError
+    from requests.exceptions import ChunkedEncodingError, ConnectionError
+
+    return isinstance(exc, (api.TooManyRequests, api.InternalServerError, api.BadGateway,
+                            api.ServiceUnavailable, api.GatewayTimeout,
+                            ConnectionError, ChunkedEncodingError, TransportError))
+
+
+def is_fingerprint_race(exc: Exception) -> bool:
+    """412 conditionNotMet: the metadata changed since it was read (setMetadata's fingerprint)."""
+    from google.api_core.exceptions import PreconditionFailed
+
+    return isinstance(exc, PreconditionFailed)
+
+
+def retry_policy(environ: Mapping[str, str] | None = None):
+    """The one Retry every Google API call of the launcher uses (google-api-core)."""
+    from google.api_core.retry import Retry
+
+    environ = os.environ if environ is None else environ
+    knobs = {key: float(environ.get(name) or RETRY_DEFAULTS[key]) for key, name in RETRY_ENV.items()}
+    return Retry(predicate=is_transient, multiplier=2.0, **knobs)
 
 
 def find_credentials(environ: Mapping[str, str] | None = None):
@@ -45,11 +86,21 @@ class Compute:
 
     credentials: object
     endpoint: str | None = None
+    retry: object = field(default_factory=retry_policy)  # google.api_core.retry.Retry
 
     @classmethod
     def connect(cls, environ: Mapping[str, str] | None = None) -> Compute:
         credentials, endpoint = find_credentials(environ)
-        return cls(credentials, endpoint)
+        return cls(credentials, endpoint, retry_policy(environ))
+
+    def retry_fingerprint(self, read_modify_write: Callable):
+        """``read_modify_write`` retried on transient errors and on 412 (it must read the fingerprint anew)."""
+        race = self.retry.with_predicate(lambda exc: is_fingerprint_race(exc) or is_transient(exc))
+        return race(read_modify_write)
+
+    def wait(self, operation):
+        """Wait for a Compute operation, polling with the same retry policy."""
+        return operation.result(retry=self.retry)
 
     def describe_credentials(self) -> str:
         if self.endpoint:
@@ -62,7 +113,8 @@ class Compute:
         from google.cloud import compute_v1
 
         options = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
-        return getattr(compute_v1, name)(credentials=self.credentials, client_options=options, transport="rest")
+        client = getattr(compute_v1, name)(credentials=self.credentials, client_options=options, transport="rest")
+        return _Retrying(client, self.retry)
 
     @cached_property
     def projects(self):
@@ -95,6 +147,19 @@ class Compute:
     @cached_property
     def addresses(self):
         return self._client("AddressesClient")
+
+
+class _Retrying:
+    """A Compute client whose every API method gets ``retry=policy`` unless the caller passes one."""
+
+    def __init__(self, client, policy):
+        self._client, self._policy = client, policy
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._client, name)
+        if name.startswith("_") or not callable(attr) or "retry" not in inspect.signature(attr).parameters:
+            return attr
+        return functools.partial(attr, retry=self._policy)
 
 
 def short_name(url: str) -> str:

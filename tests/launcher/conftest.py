@@ -11,6 +11,10 @@ from gantry.cli import Environment, main
 from launcher_helpers import FIXTURE_MODULE, Deployment, NotATerminal, Result, Terminal
 
 
+# Transient errors are retried after milliseconds, not the real seconds (gantry.gcp.RETRY_ENV).
+SHORT_RETRY = {"GANTRY_RETRY_INITIAL_S": "0.01", "GANTRY_RETRY_MAXIMUM_S": "0.05", "GANTRY_RETRY_DEADLINE_S": "20"}
+
+
 @pytest.fixture(autouse=True)
 def offline_terraform(monkeypatch):
     """No CLI config: the fixture module needs no provider, so Terraform never looks for a mirror."""
@@ -42,7 +46,7 @@ def cli(fake, deployment, monkeypatch):
         out, err = io.StringIO(), io.StringIO()
         stdin = Terminal(answer) if answer is not None else NotATerminal("")
         env = Environment(stdout=out, stderr=err, stdin=stdin,
-                          environ={"GANTRY_COMPUTE_ENDPOINT": fake.endpoint, **(environ or {})})
+                          environ={"GANTRY_COMPUTE_ENDPOINT": fake.endpoint, **SHORT_RETRY, **(environ or {})})
         monkeypatch.chdir(deployment.root)
         status = main(list(argv), env)
         return Result(status, out.getvalue(), err.getvalue())

@@ -20,7 +20,9 @@ fake.endpoint``, anonymous credentials):
 
 State is plain dicts a test edits before (or while) the code under test runs.
 Errors follow Google's JSON error shape, with an ErrorInfo detail so that
-google.api_core sets ``exc.reason`` (e.g. SERVICE_DISABLED).
+google.api_core sets ``exc.reason`` (e.g. SERVICE_DISABLED). ``fail_next(n, pattern)``
+answers the next n matching requests with Google's transient 503 (backendError), as
+the real API does now and then.
 
 Later issues extend this module (instance metadata, the metadata server): keep
 new routes in ``_routes`` and new state on ``FakeCompute``.
@@ -55,6 +57,8 @@ class FakeCompute(LoopbackServer):
     addresses: list[dict] = field(default_factory=list)  # each has "region"
     # path regex -> (http status, google error reason, message): answered before any route
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    # [path regex, how many more times, (status, body)]: answered once per matching request, then gone
+    flaky: list[list] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # "GET /path?query", in order
     started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
     operations: int = 0
@@ -106,6 +110,11 @@ class FakeCompute(LoopbackServer):
     def add_address(self, name: str, region: str, labels: dict[str, str], address: str = "34.1.2.3") -> None:
         self.addresses.append({"name": name, "region": region, "labels": labels, "address": address})
 
+    def fail_next(self, count: int, pattern: str = "", status: int = 503) -> None:
+        """The next ``count`` requests whose path matches ``pattern`` get Google's transient error
+        (status 0: the connection is dropped without an answer, as a reset on the way does)."""
+        self.flaky.append([pattern, count, (status, TRANSIENT_BODIES[status])])
+
     # ---- the API ----
     def _routes(self):
         p = r"/projects/(?P<project>[^/]+)"
@@ -130,6 +139,10 @@ class FakeCompute(LoopbackServer):
         return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start)]
 
     def handle(self, path: str, query: dict[str, list[str]], body: dict | None = None) -> tuple[int, dict]:
+        for flaky in self.flaky:
+            if flaky[1] > 0 and re.search(flaky[0], path):
+                flaky[1] -= 1
+                return flaky[2]
         for pattern, (status, reason, message) in self.errors.items():
             if re.search(pattern, path):
                 return status, _error(status, reason, message)
@@ -315,6 +328,27 @@ def _error(status: int, reason: str, message: str) -> dict:
                       "details": details}}
 
 
+# What Google's front end answers when a backend is briefly unavailable or overloaded (no ErrorInfo).
+TRANSIENT_BODIES = {
+    503: {"error": {"code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE",
+                    "errors": [{"message": "The service is currently unavailable.", "domain": "global",
+                                "reason": "backendError"}]}},
+    500: {"error": {"code": 500, "message": "Internal error. Please try again or contact Google Support.",
+                    "status": "INTERNAL",
+                    "errors": [{"message": "Internal error. Please try again or contact Google Support.",
+                                "domain": "global", "reason": "backendError"}]}},
+    # Google's front end answers 502 with an HTML page, not JSON.
+    502: "<!DOCTYPE html>\n<html lang=en>\n  <title>Error 502 (Server Error)!!1</title>\n  <p><b>502.</b> "
+         "<ins>That's an error.</ins>\n  <p>The server encountered a temporary error and could not complete "
+         "your request.<p>Please try again in 30 seconds.  <ins>That's all we know.</ins>\n",
+    0: None,
+    429: {"error": {"code": 429, "message": "Quota exceeded for quota metric 'Read requests' and limit "
+                    "'Read requests per minute' of service 'compute.googleapis.com'.", "status": "RESOURCE_EXHAUSTED",
+                    "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits",
+                                "reason": "rateLimitExceeded"}]}},
+}
+
+
 def service_disabled(project: str) -> tuple[int, str, str]:
     """The 403 Google sends when the Compute Engine API is off in a project."""
     return (403, "SERVICE_DISABLED",
@@ -337,9 +371,13 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self.fake.handle(url.path, parse_qs(url.query), request_body)
         except Exception as exc:  # noqa: BLE001 (a bug in the fake: make it loud in the test, not a hang)
             status, body = 500, _error(500, "internalError", f"fake compute: {exc!r}")
-        payload = json.dumps(body).encode()
+        if status == 0:  # a connection reset: no answer at all
+            self.close_connection = True
+            return
+        html = isinstance(body, str)
+        payload = body.encode() if html else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Type", "text/html; charset=UTF-8" if html else "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
