@@ -25,6 +25,9 @@ from functools import cached_property
 from gantry.errors import CredentialsError
 
 ENDPOINT_ENV = "GANTRY_COMPUTE_ENDPOINT"
+# Replaces https://SERVICE.googleapis.com for the APIs the launcher calls over plain REST
+# (Cloud Storage buckets, Artifact Registry, IAM, Resource Manager org policies).
+APIS_ENDPOINT_ENV = "GANTRY_GOOGLEAPIS_ENDPOINT"
 LOGIN_FIX = ("Run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS "
              "to a service-account key file), then `make preflight` again.")
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -148,6 +151,22 @@ class Compute:
     def addresses(self):
         return self._client("AddressesClient")
 
+    @cached_property
+    def networks(self):
+        return self._client("NetworksClient")
+
+    @cached_property
+    def subnetworks(self):
+        return self._client("SubnetworksClient")
+
+    @cached_property
+    def firewalls(self):
+        return self._client("FirewallsClient")
+
+    @cached_property
+    def routers(self):
+        return self._client("RoutersClient")
+
 
 class _Retrying:
     """A Compute client whose every API method gets ``retry=policy`` unless the caller passes one."""
@@ -160,6 +179,61 @@ class _Retrying:
         if name.startswith("_") or not callable(attr) or "retry" not in inspect.signature(attr).parameters:
             return attr
         return functools.partial(attr, retry=self._policy)
+
+
+@dataclass
+class GoogleApis:
+    """JSON REST calls to the Google APIs gantry has no client library for, through google-auth's
+    AuthorizedSession, with the same retry policy and google-api-core's exceptions."""
+
+    credentials: object
+    endpoint: str | None = None  # APIS_ENDPOINT_ENV: one server answering every service (tests)
+    retry: object = field(default_factory=retry_policy)
+
+    @classmethod
+    def connect(cls, environ: Mapping[str, str] | None = None) -> GoogleApis:
+        environ = os.environ if environ is None else environ
+        endpoint = environ.get(APIS_ENDPOINT_ENV) or None
+        if endpoint:
+            from google.auth.credentials import AnonymousCredentials
+
+            return cls(AnonymousCredentials(), endpoint.rstrip("/"), retry_policy(environ))
+        credentials, _ = find_credentials(environ)
+        return cls(credentials, None, retry_policy(environ))
+
+    @cached_property
+    def _session(self):
+        from google.auth.transport.requests import AuthorizedSession
+
+        return AuthorizedSession(self.credentials)
+
+    def url(self, service: str, path: str) -> str:
+        return f"{self.endpoint or f'https://{service}.googleapis.com'}/{path.lstrip('/')}"
+
+    def call(self, method: str, service: str, path: str, body: dict | None = None,
+             params: dict | None = None) -> dict:
+        """One request; a non-2xx answer raises google.api_core.exceptions (NotFound, Forbidden, ...)."""
+        from google.api_core.exceptions import from_http_response
+
+        def once() -> dict:
+            response = self._session.request(method, self.url(service, path), json=body, params=params, timeout=60)
+            if response.status_code >= 400:
+                error = from_http_response(response)
+                error.message = error.message.removeprefix(f"{method} {response.request.url}: ")  # Google's text only
+                raise error
+            return response.json() if response.content else {}
+
+        return self.retry(once)()
+
+    def list(self, service: str, path: str, key: str, params: dict | None = None) -> list[dict]:
+        """Every item of a paged list (``key``: "items", "repositories", "accounts", ...)."""
+        items, params = [], dict(params or {})
+        while True:
+            page = self.call("GET", service, path, params=params)
+            items.extend(page.get(key, []))
+            if not page.get("nextPageToken"):
+                return items
+            params["pageToken"] = page["nextPageToken"]
 
 
 def short_name(url: str) -> str:

@@ -17,6 +17,8 @@ fake.endpoint``, anonymous credentials):
     instances.start                   POST .../instances/{name}/start
     instances.getSerialPortOutput     GET .../instances/{name}/serialPort?port=N&start=OFFSET
     instances.getGuestAttributes      GET .../instances/{name}/getGuestAttributes?queryPath=NS/
+    networks.list / firewalls.list    GET /compute/v1/projects/{p}/global/{networks|firewalls}
+    subnetworks.list / routers.list   GET /compute/v1/projects/{p}/regions/{r}/{subnetworks|routers}
 
 State is plain dicts a test edits before (or while) the code under test runs.
 Errors follow Google's JSON error shape, with an ErrorInfo detail so that
@@ -55,6 +57,10 @@ class FakeCompute(LoopbackServer):
     instances: list[dict] = field(default_factory=list)  # each has "zone" (short name) and "labels"
     disks: list[dict] = field(default_factory=list)  # each has "zone"
     addresses: list[dict] = field(default_factory=list)  # each has "region"
+    networks: list[dict] = field(default_factory=list)  # global; each has "name"
+    firewalls: list[dict] = field(default_factory=list)  # global; each has "network" (a network name)
+    subnetworks: list[dict] = field(default_factory=list)  # each has "region" and "network"
+    routers: list[dict] = field(default_factory=list)  # each has "region", "network" and "nats"
     # path regex -> (http status, google error reason, message): answered before any route
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     # [path regex, how many more times, (status, body)]: answered once per matching request, then gone
@@ -110,6 +116,17 @@ class FakeCompute(LoopbackServer):
     def add_address(self, name: str, region: str, labels: dict[str, str], address: str = "34.1.2.3") -> None:
         self.addresses.append({"name": name, "region": region, "labels": labels, "address": address})
 
+    def add_network(self, deployment: str = "gantry", region: str = "us-central1") -> None:
+        """The VPC infra/network.tf creates: network, subnetwork, router with Cloud NAT, two firewall rules."""
+        vpc = f"{deployment}-vpc"
+        self.networks.append({"name": vpc})
+        self.subnetworks.append({"name": f"{deployment}-nodes", "region": region, "network": vpc,
+                                 "ipCidrRange": "10.128.0.0/20"})
+        self.routers.append({"name": f"{deployment}-router", "region": region, "network": vpc,
+                             "nats": [{"name": f"{deployment}-nat"}]})
+        for rule in ("allow-iap-ssh", "allow-internal"):
+            self.firewalls.append({"name": f"{deployment}-{rule}", "network": vpc})
+
     def fail_next(self, count: int, pattern: str = "", status: int = 503) -> None:
         """The next ``count`` requests whose path matches ``pattern`` get Google's transient error
         (status 0: the connection is dropped without an answer, as a reset on the way does)."""
@@ -132,6 +149,8 @@ class FakeCompute(LoopbackServer):
             (z + r"/instances/(?P<name>[^/]+)/serialPort$", self._serial_port),
             (z + r"/instances/(?P<name>[^/]+)/getGuestAttributes$", self._guest_attributes),
             (p + r"/aggregated/(?P<kind>instances|disks|addresses)$", self._aggregated),
+            (p + r"/global/(?P<kind>networks|firewalls)$", self._network_list),
+            (p + r"/regions/(?P<region>[^/]+)/(?P<kind>subnetworks|routers)$", self._network_list),
         ]
 
     def _post_routes(self):
@@ -290,6 +309,20 @@ class FakeCompute(LoopbackServer):
             scoped.setdefault(f"zones/{zone}", {"warning": {"code": "NO_RESULTS_ON_PAGE",
                                                             "message": "There are no results for scope"}})
         return 200, {"kind": f"compute#{kind}AggregatedList", "items": scoped}
+
+    def _network_list(self, query, kind, region=None):
+        singular = {"networks": "network", "firewalls": "firewall", "subnetworks": "subnetwork", "routers": "router"}
+        items = []
+        for resource in getattr(self, kind):
+            if region is not None and resource["region"] != region:
+                continue
+            out = self._resource_json(resource)
+            out["kind"] = f"compute#{singular[kind]}"
+            out["selfLink"] = self._link(f"{'regions/' + region if region else 'global'}/{kind}/{resource['name']}")
+            if "network" in out:
+                out["network"] = self._link(f"global/networks/{out['network']}")
+            items.append(out)
+        return 200, {"kind": f"compute#{singular[kind]}List", "items": items}
 
     def _resource_json(self, resource: dict) -> dict:
         out = dict(resource)
