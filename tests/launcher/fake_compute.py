@@ -83,8 +83,9 @@ class FakeCompute(LoopbackServer):
             project=project,
             project_quotas={"CPUS_ALL_REGIONS": (cpu_quota, 0), "GPUS_ALL_REGIONS": (gpu_quota, 0)},
             region_quotas={"us-central1": {
-                "CPUS": (cpu_quota, 0), "C4_CPUS": (cpu_quota, 0),
+                "CPUS": (cpu_quota, 0), "C4_CPUS": (cpu_quota, 0), "PREEMPTIBLE_CPUS": (0, 0),
                 "NVIDIA_T4_GPUS": (gpu_quota, 0), "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0),
+                "SSD_TOTAL_GB": (500, 0), "DISKS_TOTAL_GB": (4096, 0), "HYPERDISK_BALANCED_TOTAL_GB": (500, 0),
             }},
             zones=zones,
             machine_types=machine_types,
