@@ -16,16 +16,16 @@ from gantry.gcp import GoogleApis
 BOOLEAN = {
     "compute.disableGuestAttributesAccess": (
         lambda d: True,
-        "nodes report their boot and run state through guest attributes, so `make status` and "
-        "`make run-gcp` would never see a node ready or a run finish"),
+        ("nodes report their boot and run state through guest attributes, so `make status` and "
+         "`make run-gcp` would never see a node ready or a run finish")),
     "compute.disableInstanceDataAccessApis": (
         lambda d: True,
-        "getSerialPortOutput is refused, so `make logs` and the output `make run-gcp` follows (serial "
-        "port 2) stay empty"),
+        ("getSerialPortOutput is refused, so `make logs` and the output `make run-gcp` follows (serial "
+         "port 2) stay empty")),
     "compute.requireShieldedVm": (
         lambda d: d.use_gpu,
-        "GPU nodes must boot with Secure Boot, and the NVIDIA driver of the Deep Learning VM image "
-        "is not signed for it: nvidia-smi fails and every GPU node's boot reports an error"),
+        ("GPU nodes must boot with Secure Boot, and the NVIDIA driver of the Deep Learning VM image "
+         "is not signed for it: nvidia-smi fails and every GPU node's boot reports an error")),
 }
 TRUSTED_IMAGES = "compute.trustedImageProjects"
 

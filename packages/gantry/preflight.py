@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gantry import policies
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
-from gantry import policies
 from gantry.gcp import LOGIN_FIX, Compute, GoogleApis, short_name
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"

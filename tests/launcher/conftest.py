@@ -11,7 +11,6 @@ from fake_googleapis import FakeGoogleApis
 from gantry.cli import Environment, main
 from launcher_helpers import FIXTURE_MODULE, Deployment, NotATerminal, Result, Terminal
 
-
 # Transient errors are retried after milliseconds, not the real seconds (gantry.gcp.RETRY_ENV).
 SHORT_RETRY = {"GANTRY_RETRY_INITIAL_S": "0.01", "GANTRY_RETRY_MAXIMUM_S": "0.05", "GANTRY_RETRY_DEADLINE_S": "20"}
 

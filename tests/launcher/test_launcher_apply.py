@@ -115,10 +115,10 @@ NO_WAIT = {"GANTRY_APPLY_RETRY_WAIT_S": "0.1"}
 
 
 @pytest.mark.parametrize(("text", "why"), [
-    (JUST_ENABLED, "Applying once more in 0 s: artifactregistry.googleapis.com answered 403 SERVICE_DISABLED: "
-                   "newly enabled APIs take 1-3 minutes to answer."),
-    (NEW_ACCOUNT, "Applying once more in 0 s: IAM does not know the new service account "
-                  "gantry-node@demo-project.iam.gserviceaccount.com yet"),
+    (JUST_ENABLED, ("Applying once more in 0 s: artifactregistry.googleapis.com answered 403 SERVICE_DISABLED: "
+                    "newly enabled APIs take 1-3 minutes to answer.")),
+    (NEW_ACCOUNT, ("Applying once more in 0 s: IAM does not know the new service account "
+                   "gantry-node@demo-project.iam.gserviceaccount.com yet")),
 ])
 def test_a_fresh_projects_first_apply_waits_and_applies_once_more(cli, deployment, text, why):
     deployment.write(fail_once_with=text)

@@ -1,8 +1,8 @@
 """The python-terraform adapter against the real terraform binary on a provider-free module."""
 
 import io
-import subprocess
 import shutil
+import subprocess
 import threading
 
 import pytest
