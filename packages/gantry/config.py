@@ -39,6 +39,12 @@ class Deployment:
     max_run_hours: float = 0  # GCE deletes/stops the VM after this long; 0 = no limit
     idle_shutdown_minutes: int = 60  # the node agent powers an idle node off; 0 = never
     boot_disk_size_gb: int = 100
+    cpu_image: str = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"  # PROJECT/FAMILY (preflight: trusted image projects)
+    gpu_image_project: str = "deeplearning-platform-release"
+
+    @property
+    def image_project(self) -> str:
+        return self.gpu_image_project if self.use_gpu else self.cpu_image.split("/")[0]
 
     @property
     def machine_type(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from gantry import propagation
 from gantry.config import Deployment
 
 _ZONE = re.compile(r"\b([a-z]+-[a-z]+\d+-[a-z])\b")
@@ -33,11 +34,11 @@ def explain(output: str, deployment: Deployment, zones_offering: list[str] | Non
         return _stockout(text, deployment, zones_offering)
     if "QUOTA_EXCEEDED" in text or _QUOTA.search(text):
         return _quota(text, deployment)
-    if "SERVICE_DISABLED" in text or "has not been used in project" in text:
-        api = re.search(r"([a-z]+\.googleapis\.com)", text)
-        name = api.group(1) if api else "the API named above"
+    if propagation.DISABLED.search(text):
+        named = propagation.services(output)
+        name, command = (", ".join(named), " ".join(named)) if named else ("the API named above", "API_NAME")
         return (f"A Google API this deployment uses is disabled: {name}. Enable it with "
-                f"`gcloud services enable {name} --project={deployment.project_id}`, then `make apply` again.")
+                f"`gcloud services enable {command} --project={deployment.project_id}`, then `make apply` again.")
     return None
 
 

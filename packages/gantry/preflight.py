@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gantry import policies
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
-from gantry.gcp import LOGIN_FIX, Compute, short_name
+from gantry.gcp import LOGIN_FIX, Compute, GoogleApis, short_name
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 QUOTA_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
@@ -45,12 +46,16 @@ class Report:
         return check
 
 
-def run(deployment: Deployment, compute: Compute) -> Report:
+def run(deployment: Deployment, compute: Compute, apis: GoogleApis | None = None) -> Report:
+    """``apis``: also check the organisation policies (gantry.policies) through Resource Manager."""
     report = Report(deployment)
     try:
         _run(report, deployment, compute)
     except _Stop:
         pass  # a check that later ones depend on failed; it is already in the report
+    else:
+        if apis is not None:
+            policies.check(report, deployment, apis)
     return report
 
 
@@ -185,19 +190,48 @@ def _check_quotas(report: Report, d: Deployment, project: dict, region: dict) ->
         cpus = shape[0]
     n = d.node_count
     _quota(report, d, "CPUS_ALL_REGIONS", project, cpus * n, regional=False)
-    family_metric = f"{d.machine_type.split('-')[0].upper()}_CPUS"  # C4_CPUS; N1 has none
-    cpu_metric = _spot_metric(region, "CPUS") if d.spot else "CPUS"
-    if family_metric in region:
-        _quota(report, d, family_metric, region, cpus * n, regional=True)
-        # C4 may count against CPUS or C4_CPUS: a CPUS shortfall is worth a warning, not a stop.
-        _quota(report, d, cpu_metric, region, cpus * n, regional=True, blocking=False)
-    else:
-        _quota(report, d, cpu_metric, region, cpus * n, regional=True)
+    _check_cpus(report, d, region, cpus * n)
+    _check_disk(report, d, region, d.boot_disk_size_gb * n)
     if d.use_gpu:
         gpus = d.accelerator_count * n
         _quota(report, d, "GPUS_ALL_REGIONS", project, gpus, regional=False)
         metric = gpu_metric(d.accelerator_type)
         _quota(report, d, _spot_metric(region, metric) if d.spot else metric, region, gpus, regional=True)
+
+
+def _check_cpus(report: Report, d: Deployment, region: dict, need: float) -> None:
+    if d.spot and _spot_metric(region, "CPUS") != "CPUS":
+        # Spot VMs of every family, C4 included, draw on PREEMPTIBLE_CPUS once the project has some.
+        _quota(report, d, "PREEMPTIBLE_CPUS", region, need, regional=True)
+        return
+    family_metric = f"{d.machine_type.split('-')[0].upper()}_CPUS"  # C4_CPUS; N1 has none
+    if family_metric not in region:
+        _quota(report, d, "CPUS", region, need, regional=True)
+        return
+    # C4 may count against CPUS or C4_CPUS: one short is a warning, both short blocks.
+    short = [m for m in (family_metric, "CPUS") if m in region and region[m][0] - region[m][1] < need]
+    for metric, other in ((family_metric, "CPUS"), ("CPUS", family_metric)):
+        _quota(report, d, metric, region, need, regional=True, blocking=len(short) == 2,
+               note=f" ({d.machine_type} VMs may count against {other} instead; apply may still work.)")
+
+
+# Boot disk type (prices.json, as infra/modules/node_shape picks it) -> the regional quota it draws on.
+DISK_METRICS = {"pd-balanced": "SSD_TOTAL_GB", "pd-ssd": "SSD_TOTAL_GB", "pd-standard": "DISKS_TOTAL_GB"}
+
+
+def _check_disk(report: Report, d: Deployment, region: dict, need: float) -> None:
+    family = d.machine_type.split("-")[0]
+    disk_type = load_prices()["machine_families"].get(family, {}).get("boot_disk_type")
+    if disk_type in DISK_METRICS:
+        metric = DISK_METRICS[disk_type]
+    elif disk_type == "hyperdisk-balanced":
+        # Hyperdisk Balanced capacity has its own regional quota; take the name the API reports.
+        reported = sorted(m for m in region if m.startswith("HYPERDISK_BALANCED") and m.endswith("GB"))
+        metric = reported[0] if reported else "HYPERDISK_BALANCED_TOTAL_GB"
+    else:
+        report.add("quota boot disks", WARN, f"not checked: the boot disk type of {d.machine_type} is unknown")
+        return
+    _quota(report, d, metric, region, need, regional=True)
 
 
 def _spot_metric(region: dict, metric: str) -> str:
@@ -207,7 +241,7 @@ def _spot_metric(region: dict, metric: str) -> str:
 
 
 def _quota(report: Report, d: Deployment, metric: str, quotas: dict, need: float, regional: bool,
-           blocking: bool = True) -> None:
+           blocking: bool = True, note: str = "") -> None:
     scope = d.region if regional else "project"
     name = f"quota {metric} ({scope})"
     if metric not in quotas:
@@ -228,7 +262,7 @@ def _quota(report: Report, d: Deployment, metric: str, quotas: dict, need: float
         f"(filter on {metric}), or: gcloud quotas preferences create --service=compute.googleapis.com "
         f"--project={d.project_id} --quota-id={quota_id}{dims} --preferred-value={usage + need:g} "
         "--email=YOUR_EMAIL. New projects get 0 GPUs; approval takes minutes to days."
-        + ("" if blocking else " (C4 VMs may count against C4_CPUS instead; apply may still work.)"),
+        + ("" if blocking else note),
     )
 
 

@@ -104,7 +104,7 @@ def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None
         status = instance(compute, cluster, node).status
         if status in STOPPED_STATES:
             say(f"node {node.rank} {node.name} is {status}: starting it")
-            compute.instances.start(project=cluster.project, zone=node.zone, instance=node.name).result()
+            compute.wait(compute.instances.start(project=cluster.project, zone=node.zone, instance=node.name))
             waiting.append(node)
         elif status != "RUNNING":
             waiting.append(node)
@@ -131,25 +131,20 @@ def read_spec(compute: Compute, cluster: Cluster, node: Node) -> RunSpec | None:
     return None
 
 
-def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: RunSpec, attempts: int = 5) -> None:
+def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: RunSpec) -> None:
     """instances.setMetadata with the current fingerprint, keeping every other key (the agent, the
-    startup script); a concurrent change (412) means read again and retry."""
-    from google.api_core.exceptions import PreconditionFailed
+    startup script); a concurrent change (412 conditionNotMet) means read again and retry."""
     from google.cloud import compute_v1
 
-    for attempt in range(attempts):
+    def read_modify_write() -> None:
         metadata = instance(compute, cluster, node).metadata
         items = [compute_v1.Items(key=i.key, value=i.value) for i in metadata.items if i.key != cluster.run_key]
         items.append(compute_v1.Items(key=cluster.run_key, value=spec.to_json()))
         body = compute_v1.Metadata(fingerprint=metadata.fingerprint, items=items)
-        try:
-            compute.instances.set_metadata(project=cluster.project, zone=node.zone, instance=node.name,
-                                           metadata_resource=body).result()
-            return
-        except PreconditionFailed:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.5 * (attempt + 1))
+        compute.wait(compute.instances.set_metadata(project=cluster.project, zone=node.zone, instance=node.name,
+                                                    metadata_resource=body))
+
+    compute.retry_fingerprint(read_modify_write)()
 
 
 # ---- what the nodes report ----

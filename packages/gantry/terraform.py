@@ -8,9 +8,11 @@
     tf.destroy("infra/terraform.tfvars")
 
 python-terraform predates Terraform 1.x, so only the calls that still work are used:
-``init()``, ``apply(skip_plan=True)`` (= ``-auto-approve``), and ``cmd(...)`` for plan,
-destroy, output and state. Not used: ``destroy()`` (it passes ``-force``, which 1.x
-rejects), ``output(name)`` (raises), ``output()`` (returns None on failure and drops
+``apply(skip_plan=True)`` (= ``-auto-approve``), and ``cmd(...)`` with every flag spelled
+out for init, plan, destroy, output and state. Not used: ``init()`` (it adds ``-reconfigure``,
+which makes Terraform forget the state when the backend changes: a user who adds
+infra/backend.tf after the first apply would start from an empty state and orphan every
+resource), ``destroy()`` (it passes ``-force``, which 1.x rejects), ``output(name)`` (raises), ``output()`` (returns None on failure and drops
 Terraform's error text, so ``cmd("output", json=...)`` is used instead), and
 ``synchronous=False`` (it leaks into the command line as ``-synchronous=false``).
 
@@ -39,6 +41,9 @@ from gantry.errors import TerraformError, TerraformNotFound
 INSTALL_HINT = ("Install Terraform >= 1.9 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform version` works in this shell.")
 _KEEP_CHARS = 200_000  # how much of a command's output is kept for error messages
+# What `terraform init -input=false` says when the backend changed and the state would have to move.
+BACKEND_CHANGED_MARKERS = ("Can't ask approval for state migration", "Backend configuration changed",
+                           "Backend initialization required")
 
 
 class Terraform:
@@ -57,8 +62,23 @@ class Terraform:
 
     # ---- the verbs ----
     def init(self) -> None:
-        """terraform init -reconfigure -backend=true -input=false (downloads providers)."""
-        self._streamed("init", lambda **io: self._tf.init(**io))
+        """terraform init -backend=true -input=false -no-color (downloads providers).
+
+        Never -reconfigure (forgets the state) and never -migrate-state behind the user's back:
+        when the backend changed since the last init, refuse and name the command that moves
+        the state."""
+        try:
+            self._streamed("init", lambda **io: self._tf.cmd(
+                "init", backend=True, input=False, no_color=IsFlagged, **io))
+        except TerraformError as error:
+            if any(marker in error.output for marker in BACKEND_CHANGED_MARKERS):
+                raise TerraformError(
+                    f"the Terraform backend of {self.working_dir} changed since its last init (a new or edited "
+                    "backend.tf), and gantry will not start from an empty state",
+                    f"Move the state yourself with `terraform -chdir={self.working_dir} init -migrate-state` "
+                    "(or undo the backend change), then run the command again.",
+                    output=error.output, returncode=error.returncode) from error
+            raise
 
     def plan(self, var_file: str | Path) -> bool:
         """terraform plan; True when the plan has changes (``-detailed-exitcode`` 2)."""

@@ -7,8 +7,12 @@ import io
 
 import pytest
 from fake_compute import FakeCompute
+from fake_googleapis import FakeGoogleApis
 from gantry.cli import Environment, main
 from launcher_helpers import FIXTURE_MODULE, Deployment, NotATerminal, Result, Terminal
+
+# Transient errors are retried after milliseconds, not the real seconds (gantry.gcp.RETRY_ENV).
+SHORT_RETRY = {"GANTRY_RETRY_INITIAL_S": "0.01", "GANTRY_RETRY_MAXIMUM_S": "0.05", "GANTRY_RETRY_DEADLINE_S": "20"}
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +28,13 @@ def fake():
 
 
 @pytest.fixture
+def apis():
+    """Storage, Artifact Registry, IAM and Resource Manager (org policies) over REST."""
+    with FakeGoogleApis(project="demo-project") as server:
+        yield server
+
+
+@pytest.fixture
 def deployment(tmp_path) -> Deployment:
     return Deployment(tmp_path)
 
@@ -35,14 +46,14 @@ def tf_deployment(tmp_path) -> Deployment:
 
 
 @pytest.fixture
-def cli(fake, deployment, monkeypatch):
+def cli(fake, apis, deployment, monkeypatch):
     """Run `gantry <argv>` in-process against the fake API, in the deployment directory."""
 
     def run(*argv: str, answer: str | None = None, environ: dict | None = None) -> Result:
         out, err = io.StringIO(), io.StringIO()
         stdin = Terminal(answer) if answer is not None else NotATerminal("")
-        env = Environment(stdout=out, stderr=err, stdin=stdin,
-                          environ={"GANTRY_COMPUTE_ENDPOINT": fake.endpoint, **(environ or {})})
+        endpoints = {"GANTRY_COMPUTE_ENDPOINT": fake.endpoint, "GANTRY_GOOGLEAPIS_ENDPOINT": apis.endpoint}
+        env = Environment(stdout=out, stderr=err, stdin=stdin, environ={**endpoints, **SHORT_RETRY, **(environ or {})})
         monkeypatch.chdir(deployment.root)
         status = main(list(argv), env)
         return Result(status, out.getvalue(), err.getvalue())

@@ -17,10 +17,14 @@ fake.endpoint``, anonymous credentials):
     instances.start                   POST .../instances/{name}/start
     instances.getSerialPortOutput     GET .../instances/{name}/serialPort?port=N&start=OFFSET
     instances.getGuestAttributes      GET .../instances/{name}/getGuestAttributes?queryPath=NS/
+    networks.list / firewalls.list    GET /compute/v1/projects/{p}/global/{networks|firewalls}
+    subnetworks.list / routers.list   GET /compute/v1/projects/{p}/regions/{r}/{subnetworks|routers}
 
 State is plain dicts a test edits before (or while) the code under test runs.
 Errors follow Google's JSON error shape, with an ErrorInfo detail so that
-google.api_core sets ``exc.reason`` (e.g. SERVICE_DISABLED).
+google.api_core sets ``exc.reason`` (e.g. SERVICE_DISABLED). ``fail_next(n, pattern)``
+answers the next n matching requests with Google's transient 503 (backendError), as
+the real API does now and then.
 
 Later issues extend this module (instance metadata, the metadata server): keep
 new routes in ``_routes`` and new state on ``FakeCompute``.
@@ -53,8 +57,14 @@ class FakeCompute(LoopbackServer):
     instances: list[dict] = field(default_factory=list)  # each has "zone" (short name) and "labels"
     disks: list[dict] = field(default_factory=list)  # each has "zone"
     addresses: list[dict] = field(default_factory=list)  # each has "region"
+    networks: list[dict] = field(default_factory=list)  # global; each has "name"
+    firewalls: list[dict] = field(default_factory=list)  # global; each has "network" (a network name)
+    subnetworks: list[dict] = field(default_factory=list)  # each has "region" and "network"
+    routers: list[dict] = field(default_factory=list)  # each has "region", "network" and "nats"
     # path regex -> (http status, google error reason, message): answered before any route
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    # [path regex, how many more times, (status, body)]: answered once per matching request, then gone
+    flaky: list[list] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # "GET /path?query", in order
     started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
     operations: int = 0
@@ -73,8 +83,9 @@ class FakeCompute(LoopbackServer):
             project=project,
             project_quotas={"CPUS_ALL_REGIONS": (cpu_quota, 0), "GPUS_ALL_REGIONS": (gpu_quota, 0)},
             region_quotas={"us-central1": {
-                "CPUS": (cpu_quota, 0), "C4_CPUS": (cpu_quota, 0),
+                "CPUS": (cpu_quota, 0), "C4_CPUS": (cpu_quota, 0), "PREEMPTIBLE_CPUS": (0, 0),
                 "NVIDIA_T4_GPUS": (gpu_quota, 0), "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0),
+                "SSD_TOTAL_GB": (500, 0), "DISKS_TOTAL_GB": (4096, 0), "HYPERDISK_BALANCED_TOTAL_GB": (500, 0),
             }},
             zones=zones,
             machine_types=machine_types,
@@ -106,6 +117,22 @@ class FakeCompute(LoopbackServer):
     def add_address(self, name: str, region: str, labels: dict[str, str], address: str = "34.1.2.3") -> None:
         self.addresses.append({"name": name, "region": region, "labels": labels, "address": address})
 
+    def add_network(self, deployment: str = "gantry", region: str = "us-central1") -> None:
+        """The VPC infra/network.tf creates: network, subnetwork, router with Cloud NAT, two firewall rules."""
+        vpc = f"{deployment}-vpc"
+        self.networks.append({"name": vpc})
+        self.subnetworks.append({"name": f"{deployment}-nodes", "region": region, "network": vpc,
+                                 "ipCidrRange": "10.128.0.0/20"})
+        self.routers.append({"name": f"{deployment}-router", "region": region, "network": vpc,
+                             "nats": [{"name": f"{deployment}-nat"}]})
+        for rule in ("allow-iap-ssh", "allow-internal"):
+            self.firewalls.append({"name": f"{deployment}-{rule}", "network": vpc})
+
+    def fail_next(self, count: int, pattern: str = "", status: int = 503) -> None:
+        """The next ``count`` requests whose path matches ``pattern`` get Google's transient error
+        (status 0: the connection is dropped without an answer, as a reset on the way does)."""
+        self.flaky.append([pattern, count, (status, TRANSIENT_BODIES[status])])
+
     # ---- the API ----
     def _routes(self):
         p = r"/projects/(?P<project>[^/]+)"
@@ -124,6 +151,8 @@ class FakeCompute(LoopbackServer):
             (z + r"/instances/(?P<name>[^/]+)/getGuestAttributes$", self._guest_attributes),
             (p + r"/aggregated/(?P<kind>instances|disks|addresses)$", self._aggregated),
             (p + r"/aggregated/(?P<kind>machineTypes|acceleratorTypes)$", self._aggregated_types),
+            (p + r"/global/(?P<kind>networks|firewalls)$", self._network_list),
+            (p + r"/regions/(?P<region>[^/]+)/(?P<kind>subnetworks|routers)$", self._network_list),
         ]
 
     def _post_routes(self):
@@ -131,6 +160,10 @@ class FakeCompute(LoopbackServer):
         return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start)]
 
     def handle(self, path: str, query: dict[str, list[str]], body: dict | None = None) -> tuple[int, dict]:
+        for flaky in self.flaky:
+            if flaky[1] > 0 and re.search(flaky[0], path):
+                flaky[1] -= 1
+                return flaky[2]
         for pattern, (status, reason, message) in self.errors.items():
             if re.search(pattern, path):
                 return status, _error(status, reason, message)
@@ -289,6 +322,19 @@ class FakeCompute(LoopbackServer):
             scoped[f"zones/{zone}"] = {kind: items} if items else {
                 "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope"}}
         return 200, {"kind": f"compute#{kind[:-1]}AggregatedList", "items": scoped}
+    def _network_list(self, query, kind, region=None):
+        singular = {"networks": "network", "firewalls": "firewall", "subnetworks": "subnetwork", "routers": "router"}
+        items = []
+        for resource in getattr(self, kind):
+            if region is not None and resource["region"] != region:
+                continue
+            out = self._resource_json(resource)
+            out["kind"] = f"compute#{singular[kind]}"
+            out["selfLink"] = self._link(f"{'regions/' + region if region else 'global'}/{kind}/{resource['name']}")
+            if "network" in out:
+                out["network"] = self._link(f"global/networks/{out['network']}")
+            items.append(out)
+        return 200, {"kind": f"compute#{singular[kind]}List", "items": items}
 
     def _resource_json(self, resource: dict) -> dict:
         out = dict(resource)
@@ -331,6 +377,27 @@ def _error(status: int, reason: str, message: str) -> dict:
                       "details": details}}
 
 
+# What Google's front end answers when a backend is briefly unavailable or overloaded (no ErrorInfo).
+TRANSIENT_BODIES = {
+    503: {"error": {"code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE",
+                    "errors": [{"message": "The service is currently unavailable.", "domain": "global",
+                                "reason": "backendError"}]}},
+    500: {"error": {"code": 500, "message": "Internal error. Please try again or contact Google Support.",
+                    "status": "INTERNAL",
+                    "errors": [{"message": "Internal error. Please try again or contact Google Support.",
+                                "domain": "global", "reason": "backendError"}]}},
+    # Google's front end answers 502 with an HTML page, not JSON.
+    502: "<!DOCTYPE html>\n<html lang=en>\n  <title>Error 502 (Server Error)!!1</title>\n  <p><b>502.</b> "
+         "<ins>That's an error.</ins>\n  <p>The server encountered a temporary error and could not complete "
+         "your request.<p>Please try again in 30 seconds.  <ins>That's all we know.</ins>\n",
+    0: None,
+    429: {"error": {"code": 429, "message": "Quota exceeded for quota metric 'Read requests' and limit "
+                    "'Read requests per minute' of service 'compute.googleapis.com'.", "status": "RESOURCE_EXHAUSTED",
+                    "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits",
+                                "reason": "rateLimitExceeded"}]}},
+}
+
+
 def service_disabled(project: str) -> tuple[int, str, str]:
     """The 403 Google sends when the Compute Engine API is off in a project."""
     return (403, "SERVICE_DISABLED",
@@ -353,9 +420,13 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self.fake.handle(url.path, parse_qs(url.query), request_body)
         except Exception as exc:  # noqa: BLE001 (a bug in the fake: make it loud in the test, not a hang)
             status, body = 500, _error(500, "internalError", f"fake compute: {exc!r}")
-        payload = json.dumps(body).encode()
+        if status == 0:  # a connection reset: no answer at all
+            self.close_connection = True
+            return
+        html = isinstance(body, str)
+        payload = body.encode() if html else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Type", "text/html; charset=UTF-8" if html else "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)

@@ -108,3 +108,39 @@ def test_unrecognised_failure_keeps_terraforms_words(cli, deployment):
     assert error.startswith("gantry: error: terraform apply failed (exit 1)")
     assert "Half-applied" in error
     assert "'resource.labels'" in result.output  # terraform's own text reached the user
+
+
+# Google's text when Terraform enabled Artifact Registry seconds ago (google_project_service) and then
+# creates the repository; and IAM a second after the nodes' service account was created.
+JUST_ENABLED = ("Error: Error creating Repository: googleapi: Error 403: Artifact Registry API has not been used in "
+                "project 123456789012 before or it is disabled. Enable it by visiting https://console.developers"
+                ".google.com/apis/api/artifactregistry.googleapis.com/overview?project=123456789012 then retry. If "
+                "you enabled this API recently, wait a few minutes for the action to propagate to our systems and "
+                "retry.")
+NEW_ACCOUNT = ("Error: Error applying IAM policy for storage bucket \\\"b/demo-project-gantry-runs\\\": Error setting "
+               "IAM policy for storage bucket: googleapi: Error 400: Service account "
+               "gantry-node@demo-project.iam.gserviceaccount.com does not exist., badRequest")
+NO_WAIT = {"GANTRY_APPLY_RETRY_WAIT_S": "0.1"}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (JUST_ENABLED, ("Applying once more in 0 s: artifactregistry.googleapis.com answered 403 SERVICE_DISABLED: "
+                    "newly enabled APIs take 1-3 minutes to answer.")),
+    (NEW_ACCOUNT, ("Applying once more in 0 s: IAM does not know the new service account "
+                   "gantry-node@demo-project.iam.gserviceaccount.com yet")),
+])
+def test_a_fresh_projects_first_apply_waits_and_applies_once_more(cli, deployment, text, why):
+    deployment.write(fail_once_with=text)
+    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    assert result.status == ExitStatus.OK, result.output
+    assert why in result.stdout
+    assert result.stdout.count("Apply complete!") == 1
+    assert "node_names: ['gantry-node-0']" in result.stdout
+
+
+def test_an_api_that_stays_disabled_fails_after_one_more_try(cli, deployment):
+    deployment.write(fail_with=JUST_ENABLED)
+    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    assert result.status == ExitStatus.ERROR
+    assert result.stdout.count("Applying once more") == 1
+    assert last_line(result.stderr).startswith("gantry: error: terraform apply failed")

@@ -44,7 +44,7 @@ def test_leftover_disk_is_named_with_its_delete_command(cli, applied, fake):
     assert ("gcloud compute disks delete gantry-node-0-scratch --zone=us-central1-a --project=demo-project"
             in result.stdout)
     assert "nothing left billing" not in result.stdout
-    assert result.stderr.strip().splitlines()[-1].startswith("gantry: error: 1 resource(s) labelled")
+    assert result.stderr.strip().splitlines()[-1].startswith("gantry: error: 1 resource(s) of deployment gantry")
 
 
 def test_leftover_vm_and_address(cli, applied, fake):
@@ -106,3 +106,43 @@ def test_destroy_of_nothing_is_fine(cli, deployment):
     result = cli("destroy", "-y")
     assert result.status == ExitStatus.OK, result.output
     assert "nothing left billing" in result.stdout
+
+
+def test_everything_a_failed_destroy_left_is_named_with_its_delete_command(cli, applied, fake, apis, monkeypatch):
+    monkeypatch.setenv("FIXTURE_DESTROY_FAILS", "Error: Error waiting for Deleting Network: googleapi: 400 in use")
+    fake.add_network("gantry")
+    fake.add_network("spare")  # another deployment's VPC in the same project: not ours
+    apis.add_deployment("gantry")
+    apis.add_deployment("spare")
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.ERROR, result.output
+    out = result.stdout
+    assert "8 resource(s) still exist and bill" in out  # router, 2 firewall rules, subnet, VPC, repo, bucket, account
+    for command in (
+        "gcloud compute routers delete gantry-router --region=us-central1 --project=demo-project",
+        "gcloud compute firewall-rules delete gantry-allow-iap-ssh --project=demo-project",
+        "gcloud compute firewall-rules delete gantry-allow-internal --project=demo-project",
+        "gcloud compute networks subnets delete gantry-nodes --region=us-central1 --project=demo-project",
+        "gcloud compute networks delete gantry-vpc --project=demo-project",
+        "gcloud artifacts repositories delete gantry --location=us-central1 --project=demo-project",
+        "gcloud storage rm --recursive gs://demo-project-gantry-runs --project=demo-project",
+        "gcloud iam service-accounts delete gantry-node@demo-project.iam.gserviceaccount.com --project=demo-project",
+    ):
+        assert command in out
+    assert "Cloud NAT gantry-nat" in out
+    assert "spare" not in out
+    assert "Deleted: bucket" not in out  # the bucket is still there
+    order = [out.index(command) for command in ("delete gantry-router", "delete gantry-vpc", "rm --recursive gs://")]
+    assert order == sorted(order)  # the router and firewalls before the network, in the order that works
+
+
+def test_an_api_the_inventory_may_not_ask_is_named_not_reported_clean(cli, applied, apis):
+    from fake_googleapis import error
+
+    apis.errors[r"/serviceAccounts$"] = (403, error(
+        403, "PERMISSION_DENIED", "Permission 'iam.serviceAccounts.list' denied on resource (or it may not exist).",
+        reason="IAM_PERMISSION_DENIED", service="iam.googleapis.com"))
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.OK, result.output
+    assert "nothing left billing among what could be checked" in result.stdout
+    assert "Not checked: service accounts (403: Permission 'iam.serviceAccounts.list' denied" in result.stdout

@@ -2,6 +2,7 @@
 
 import io
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -115,3 +116,37 @@ def test_error_summary_prefers_the_error_line():
     text = "Warning: x\n\n│ Error: Error creating instance: boom\n│ \n│ more\n"
     assert error_summary(text) == "Error creating instance: boom"
     assert error_summary("just a line\n") == "just a line"
+
+
+def backend(module, path):
+    (module / "backend.tf").write_text(f'terraform {{\n  backend "local" {{\n    path = "{path}"\n  }}\n}}\n')
+
+
+@pytest.mark.parametrize("first_backend", ["none", "local"])
+def test_a_changed_backend_after_the_first_apply_is_refused_not_forgotten(module, tmp_path, first_backend):
+    """python-terraform's init() passes -reconfigure: with it Terraform silently starts from the new
+    (empty) backend, so every deployed resource is orphaned (first_backend "local": a backend.tf
+    pointed elsewhere; "none": backend.tf added after an apply with the default local state)."""
+    before = tmp_path / "first" / "gantry.tfstate"
+    if first_backend == "local":
+        backend(module, before)
+    else:
+        before = module / "terraform.tfstate"
+    tf = Terraform(module, stdout=io.StringIO(), stderr=io.StringIO())
+    tf.init()
+    tf.apply(tfvars(tmp_path / "one.tfvars", node_count=1))
+    other = tmp_path / "elsewhere" / "gantry.tfstate"
+    backend(module, other)
+    with pytest.raises(TerraformError) as info:
+        tf.init()
+    line = info.value.line()
+    assert "backend" in line and f"terraform -chdir={module} init -migrate-state" in line
+    assert "\n" not in line
+    assert not other.exists()
+    assert "terraform_data.network" in before.read_text()  # nothing forgotten
+    # The user moves the state as told; from then on init works and the deployment is still known.
+    subprocess.run(["terraform", f"-chdir={module}", "init", "-migrate-state", "-force-copy", "-input=false"],
+                   check=True, capture_output=True, timeout=120)
+    tf.init()
+    assert tf.outputs()["node_names"] == ["gantry-node-0"]
+    assert "terraform_data.network" in other.read_text()

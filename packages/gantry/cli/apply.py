@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gantry import config, cost, diagnose, preflight
+import time
+
+from gantry import config, cost, diagnose, preflight, propagation
 from gantry.cli import preflight as preflight_cli
 from gantry.errors import CheckFailed, GantryError, TerraformError
 from gantry.gcp import Compute
@@ -46,7 +48,7 @@ def run(args, env) -> ExitStatus:
     tf.init()
     env.say("", f"== terraform apply -var-file={args.var_file} ==")
     try:
-        tf.apply(args.var_file)
+        _apply(tf, args.var_file, env)
     except TerraformError as error:
         raise _explained(error, deployment, tf, env) from error
     outputs = tf.outputs()
@@ -60,6 +62,20 @@ def run(args, env) -> ExitStatus:
     env.say("Next: `make build-train` (builds the image and pushes it to the deployment's repository), "
             "then `make run-gcp` (training).")
     return ExitStatus.OK
+
+
+def _apply(tf: Terraform, var_file, env) -> None:
+    """terraform apply, once more after a wait when a fresh project's APIs or IAM are still propagating."""
+    try:
+        tf.apply(var_file)
+    except TerraformError as error:
+        why = propagation.reason(error.output)
+        if why is None:
+            raise
+        wait = propagation.wait_s(env.environ)
+        env.say("", f"Applying once more in {wait:.0f} s: {why}.")
+        time.sleep(wait)
+        tf.apply(var_file)
 
 
 def _zones_offering(deployment, env) -> list[str] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gantry import bucket, config, diagnose, inventory
 from gantry.errors import GantryError, TerraformError
-from gantry.gcp import Compute
+from gantry.gcp import Compute, GoogleApis
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
 
@@ -13,9 +13,10 @@ HELP = "delete every VM, disk and network of the deployment, then list anything 
 DESCRIPTION = """\
 Delete the deployment in infra/terraform.tfvars: `terraform destroy` of infra/ (VMs,
 boot disks, network, NAT, service account, image repository), then an inventory of
-the project through the Compute API of every instance, disk and address labelled
-gantry-deployment=<deployment_name>. It ends with "nothing left billing" or the exact
-leftovers and the commands that delete them (exit status 4).
+the project through the APIs: instances, disks, addresses, buckets and image repositories
+labelled gantry-deployment=<deployment_name>, the deployment's VPC with its subnetworks,
+firewall rules and routers (Cloud NAT), and its service account. It ends with "nothing left
+billing" or the exact leftovers and the commands that delete them (exit status 4).
 
 The bucket with the run data (checkpoints, stats) is kept unless --delete-data: keeping
 it costs about $0.02 per GB-month. Asks for confirmation unless -y.
@@ -64,12 +65,16 @@ def run(args, env) -> ExitStatus:
             failure = error  # still take the inventory: the user must see what is left
 
     env.say("")
-    found = inventory.leftovers(deployment, Compute.connect(env.environ))
-    env.say(*inventory.render(deployment, found))
+    kept = bucket_name if bucket_kept else ""
+    taken = inventory.take(deployment, Compute.connect(env.environ), GoogleApis.connect(env.environ),
+                           bucket=bucket_name or "")
+    found = inventory.leftovers(taken, kept)
+    env.say(*inventory.render(deployment, taken, kept))
     if bucket_kept:
         env.say(f"Kept: bucket gs://{bucket_name} with the run data (about $0.02/GB-month; `make fetch` copies "
                 "it to runs/). Delete it with `make destroy ARGS=\"-y --delete-data\"`.")
-    elif bucket_name:
+    elif bucket_name and not taken.has("bucket", bucket_name) and "buckets" not in taken.unchecked:
+        # only when the Storage API says it is gone: a failed destroy may have left it
         env.say(f"Deleted: bucket gs://{bucket_name} (it held no objects" +
                 (", after --delete-data emptied it)." if args.delete_data else ")."))
 
@@ -79,8 +84,8 @@ def run(args, env) -> ExitStatus:
                              "The inventory above shows what still exists; fix the cause and run "
                              "`make destroy` again.", output=failure.output, returncode=failure.returncode)
     if found:
-        print(f"gantry: error: {len(found)} resource(s) labelled gantry-deployment="
-              f"{deployment.deployment_name} still bill. Delete them with the commands above.",
+        print(f"gantry: error: {len(found)} resource(s) of deployment {deployment.deployment_name} still "
+              "exist and bill. Delete them with the commands above.",
               file=env.stderr, flush=True)
         return ExitStatus.LEFTOVERS
     return ExitStatus.OK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gantry import config, cost, preflight
 from gantry.errors import CheckFailed
-from gantry.gcp import Compute
+from gantry.gcp import Compute, GoogleApis
 from gantry.status import ExitStatus
 
 NAME = "preflight"
@@ -43,7 +43,7 @@ def run(args, env) -> ExitStatus:
 def check(deployment, env) -> preflight.Report:
     """Run and print preflight and the cost estimate (shared with `gantry apply`)."""
     compute = Compute.connect(env.environ)  # raises with the login command when there are none
-    report = preflight.run(deployment, compute)
+    report = preflight.run(deployment, compute, GoogleApis.connect(env.environ))
     report.checks.insert(0, preflight.Check("credentials", preflight.OK, compute.describe_credentials()))
     env.say(*preflight.render(report))
     estimate = cost.estimate(deployment, cpus=report.cpus_per_node, memory_gb=report.memory_gb_per_node)
