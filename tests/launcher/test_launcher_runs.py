@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from agent_helpers import wait_until
 from fake_registry import FakeRegistry
 from gantry.agent import RunSpec
 from gantry.status import ExitStatus
@@ -223,3 +224,32 @@ def test_run_and_status_name_make_apply_when_google_deleted_the_nodes(cli, fake,
     assert "gantry-run" not in metadata_items(world["vms"][0])  # refused before any node was written
     logs = cli("logs", "--node", "1", environ=world["environ"])
     assert logs.status == ExitStatus.ERROR and logs.stderr.strip() == expected
+
+
+@pytest.mark.timeout(90)  # a launcher that never restarts the node would follow forever
+def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
+    import threading
+
+    for vm in world["vms"]:
+        vm["scheduling"] = {"provisioningModel": "SPOT"}
+
+    def preempt_then_finish():  # while `gantry run` follows: Google stops node 1, later the run finishes
+        wait_until(lambda: "gantry-run" in metadata_items(world["vms"][1]), timeout=60, what="the launch")
+        time.sleep(0.5)
+        world["vms"][1]["status"] = "TERMINATED"
+        deadline = time.monotonic() + 15
+        while "gantry-node-1" not in fake.started and time.monotonic() < deadline:
+            time.sleep(0.1)  # a launcher that never restarts it still gets its finish, and fails below
+        for rank, vm in enumerate(world["vms"]):
+            vm["guestAttributes"] = {"gantry/agent": json.dumps(
+                {"state": "finished", "run": "r10", "node_rank": rank, "step": 90, "heartbeat": int(time.time())})}
+
+    world["vms"][1]["status"] = "RUNNING"
+    google = threading.Thread(target=preempt_then_finish, daemon=True)
+    google.start()
+    result = cli("run", "--run-id", "r10", "--interval", "0.2", environ=world["environ"])
+    google.join(timeout=10)
+    assert result.status == ExitStatus.OK, result.output
+    assert fake.started == ["gantry-node-1"]
+    assert "Spot VM TERMINATED during run r10: starting it; the run resumes from its newest checkpoint" in result.stdout
+    assert "Run r10 finished on every node." in result.stdout
