@@ -13,7 +13,7 @@ once and imported by the launcher (gantry.runs), since this stdlib-only file is 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
 trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
-after GANTRY_IDLE_SHUTDOWN_MINUTES without a run. Everything it talks to can be swapped for tests:
+after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping. Everything it talks to can be swapped for tests:
 GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
 """
 
