@@ -13,8 +13,9 @@ once and imported by the launcher (gantry.runs), since this stdlib-only file is 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
 trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
-after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping. Everything it talks to can be swapped for tests:
-GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
+after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping.
+Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
+line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
 """
 
 from __future__ import annotations
@@ -486,7 +487,8 @@ class Agent:
         if self.container and self.container_status(self.container)[0] == "running":
             self.stop_container(self.container, "crash loop: powering off")
         why = (f"trainer crash-looping for {looping_for / 60:.1f} min without a new step, {self.crashes} restarts "
-               f"({CRASH_LOOP_ENV}); `make status` starts the node again and the run resumes")
+               f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
+               f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
         if not self.power_off(why):
             self.loop_since = time.monotonic()
 
