@@ -13,8 +13,9 @@ once and imported by the launcher (gantry.runs), since this stdlib-only file is 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
 trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
-after GANTRY_IDLE_SHUTDOWN_MINUTES without a run. Everything it talks to can be swapped for tests:
-GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
+after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping.
+Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
+line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ DONE_STATES = ("finished", "stopped")
 STATES = ("idle", *ACTIVE_STATES, *DONE_STATES, "error", "powering-off")
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 STAGING = "/runs/staging"  # the container's local copy of a bucket run dir (GANTRY_STAGING), under the mount
+# A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
+# cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
+# peer, billing all the while. 30 min is well past what a peer needs to come back on its own or by `make run-gcp`
+# (boot, about 2 min; pulling a multi-GB CUDA image, up to about 10) and still cuts an unattended preemption's bill
+# from max_run_hours to half an hour. A stopped node keeps its disk; `make status` / `make run-gcp` start it again.
+CRASH_LOOP_ENV = "GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES"
+CRASH_LOOP_SHUTDOWN_MINUTES = 30.0  # 0 = never
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +137,7 @@ class Settings:
         self.namespace = get("GANTRY_GUEST_ATTRIBUTES_NAMESPACE", NAMESPACE)
         self.registry_host = get("GANTRY_REGISTRY_HOST", "")
         self.idle_minutes = float(get("GANTRY_IDLE_SHUTDOWN_MINUTES", "0"))  # 0 = never power off
+        self.crash_loop_minutes = float(get(CRASH_LOOP_ENV, str(CRASH_LOOP_SHUTDOWN_MINUTES)))  # 0 = never
         self.log_file = get("GANTRY_AGENT_LOG_FILE", "")
         self.docker = shlex.split(get("GANTRY_AGENT_DOCKER", "docker"))
         self.poweroff = shlex.split(get("GANTRY_AGENT_POWEROFF", "systemctl poweroff"))
@@ -218,6 +227,9 @@ class Agent:
         self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
         self.launch, self.crashes, self.next_start = "", 0, 0.0
         self.idle_since = time.monotonic()
+        # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping),
+        # the step at that moment, and when the current container started.
+        self.loop_since, self.loop_step, self.started_at = None, None, time.monotonic()
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
@@ -261,13 +273,17 @@ class Agent:
             self.read_progress()
             self.publish()
             self.check_idle()
+            self.check_crash_loop()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
             if self.etag == previous and time.monotonic() - started < 1.0:
                 time.sleep(1.0)
 
     def reconcile(self) -> None:
+        if self.powered_off:
+            return  # going down: starting a trainer now would only be killed
         spec = self.spec
         if spec is None or spec.action == "stop":
+            self.loop_since = None
             name = spec.container if spec else self.container
             if name and self.container_status(name)[0] == "running":
                 self.stop_container(name, "the run spec says stop" if spec else "no run spec")
@@ -282,6 +298,7 @@ class Agent:
         self.container = name
         if spec.launch_id != self.launch:
             self.launch, self.crashes, self.next_start = spec.launch_id, 0, 0.0
+            self.loop_since = None
         if spec.launch_id in self.load_finished():
             self.set_state("finished", f"run {spec.run_id} finished")
             return
@@ -301,6 +318,9 @@ class Agent:
             self.crashes += 1
             delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
             self.next_start = time.monotonic() + delay
+            now = time.monotonic()
+            if self.loop_since is None or now - self.started_at >= self.s.crash_loop_minutes * 60:
+                self.loop_since, self.loop_step = now, self.step  # a container that lived that long was no loop
             self.log(f"trainer exited with code {code}; restart {self.crashes} in {delay:.0f} s")
             self.set_state("restarting", f"trainer exited with code {code}")
         if time.monotonic() < self.next_start:
@@ -342,6 +362,7 @@ class Agent:
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
         self.seen_running.add(spec.container)
+        self.started_at = time.monotonic()
         self.step, self.figures = None, {}
         self.ensure_follower(spec.container, fresh=True)
         self.set_state("running", "")
@@ -413,6 +434,8 @@ class Agent:
         record = newest_record(self.run_folder(self.spec))
         if record is not None:
             self.step = int(record["step"])
+            if self.loop_since is not None and self.step != self.loop_step:
+                self.loop_since = None  # a new training step since the crash: progress, not a loop
             self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
@@ -450,13 +473,32 @@ class Agent:
         idle_for = time.monotonic() - self.idle_since
         if idle_for < self.s.idle_minutes * 60:
             return
-        self.set_state("powering-off", f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)")
+        if not self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)"):
+            self.idle_since = time.monotonic()  # try again after another idle period
+
+    def check_crash_loop(self) -> None:
+        """Power off a node whose trainer keeps failing without a new step (a Spot peer preempted): it would
+        otherwise bill until max_run_hours. The run spec stays; starting the node resumes the run."""
+        if self.s.crash_loop_minutes <= 0 or self.loop_since is None or self.powered_off:
+            return
+        looping_for = time.monotonic() - self.loop_since
+        if looping_for < self.s.crash_loop_minutes * 60:
+            return
+        if self.container and self.container_status(self.container)[0] == "running":
+            self.stop_container(self.container, "crash loop: powering off")
+        why = (f"trainer crash-looping for {looping_for / 60:.1f} min without a new step, {self.crashes} restarts "
+               f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
+               f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
+        if not self.power_off(why):
+            self.loop_since = time.monotonic()
+
+    def power_off(self, why: str) -> bool:
+        self.set_state("powering-off", why)
         self.published_at = 0.0
         self.publish()
         self.log(f"powering off: {' '.join(self.s.poweroff)}")
         self.powered_off = subprocess.run(self.s.poweroff, check=False).returncode == 0
-        if not self.powered_off:
-            self.idle_since = time.monotonic()  # try again after another idle period
+        return self.powered_off
 
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""

@@ -27,7 +27,10 @@ from gantry.gcp import Compute
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
 SERIAL_PORT = 2  # the agent writes the trainer's output to /dev/ttyS1 = port 2
 STOPPED_STATES = ("TERMINATED", "STOPPED", "SUSPENDED")
+DELETED = "DELETED"  # NodeStatus.vm of a node Compute no longer has (instances.get answers 404 notFound)
 APPLY_FIX = "Run `make apply` first (terraform output has no nodes in infra/)."
+RECREATE_FIX = ("Run `make apply` to create the nodes again, then `make run-gcp ARGS=\"--resume RUN_ID\"`: "
+                "the checkpoints are in the bucket.")
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,20 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
 
 
 # ---- instances ----
+def nodes_deleted(nodes) -> GantryError:
+    """Google deletes Spot nodes with termination_action = DELETE (at preemption, or at max_run_hours)."""
+    names = ", ".join(f"{n.name} ({n.zone})" for n in nodes)
+    return GantryError(f"node(s) {names} no longer exist: Google Compute Engine deleted them (Spot preemption or "
+                       "max_run_hours with termination_action = DELETE)", RECREATE_FIX)
+
+
 def instance(compute: Compute, cluster: Cluster, node: Node):
-    return compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
+    except NotFound:
+        raise nodes_deleted([node]) from None
 
 
 def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None], timeout_s: float = 600,
@@ -122,7 +137,11 @@ def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None
 
 
 def read_spec(compute: Compute, cluster: Cluster, node: Node) -> RunSpec | None:
-    for item in instance(compute, cluster, node).metadata.items:
+    return _spec_of(instance(compute, cluster, node), cluster)
+
+
+def _spec_of(vm, cluster: Cluster) -> RunSpec | None:
+    for item in vm.metadata.items:
         if item.key == cluster.run_key:
             try:
                 return RunSpec.from_json(item.value)
@@ -154,6 +173,8 @@ class NodeStatus:
     vm: str  # RUNNING, TERMINATED, ...
     boot: str  # the startup script's gantry/boot: starting | ready | error: ...
     report: dict  # the agent's NAMESPACE/REPORT_KEY (gantry.agent.Agent.report): state, run, step, figures, ...
+    spot: bool = False  # scheduling.provisioningModel SPOT: Google may stop (or delete) it at any time
+    spec: RunSpec | None = None  # the run spec in its metadata
 
     @property
     def state(self) -> str:
@@ -169,7 +190,12 @@ class NodeStatus:
 def node_status(compute: Compute, cluster: Cluster, node: Node) -> NodeStatus:
     from google.api_core.exceptions import NotFound
 
-    vm = instance(compute, cluster, node).status
+    try:
+        found = compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
+    except NotFound:
+        return NodeStatus(node, DELETED, "", {})
+    vm = found.status
+    spot = found.scheduling.provisioning_model == "SPOT" or bool(found.scheduling.preemptible)
     attributes: dict[str, str] = {}
     if vm == "RUNNING":
         try:
@@ -183,7 +209,28 @@ def node_status(compute: Compute, cluster: Cluster, node: Node) -> NodeStatus:
         report = json.loads(attributes.get(REPORT_KEY) or "{}")
     except ValueError:
         report = {}
-    return NodeStatus(node, vm, attributes.get("boot", ""), report)
+    return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster))
+
+
+def require_nodes(statuses: list[NodeStatus]) -> None:
+    """One error naming the deleted nodes and `make apply`, rather than a 404 per node."""
+    gone = [s.node for s in statuses if s.vm == DELETED]
+    if gone:
+        raise nodes_deleted(gone)
+
+
+def restart_preempted(compute: Compute, cluster: Cluster, statuses: list[NodeStatus],
+                      say: Callable[[str], None]) -> list[Node]:
+    """Start the Spot nodes that stopped while their run spec says start (preempted, or powered off by their agent
+    while a peer was gone); their agents start the trainer again and it resumes from the run's newest checkpoint."""
+    started = []
+    for s in statuses:
+        if s.spot and s.vm in STOPPED_STATES and s.spec is not None and s.spec.action == "start":
+            say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it; "
+                "the run resumes from its newest checkpoint")
+            compute.instances.start(project=cluster.project, zone=s.node.zone, instance=s.node.name).result()
+            started.append(s.node)
+    return started
 
 
 def describe_figures(step, figures: dict) -> str:
@@ -194,8 +241,13 @@ def describe_figures(step, figures: dict) -> str:
 
 def serial_output(compute: Compute, cluster: Cluster, node: Node, start: int = 0) -> tuple[str, int]:
     """New serial-port-2 output from byte ``start``; returns (text, the next start)."""
-    answer = compute.instances.get_serial_port_output(request={
-        "project": cluster.project, "zone": node.zone, "instance": node.name, "port": SERIAL_PORT, "start": start})
+    from google.api_core.exceptions import NotFound
+
+    try:
+        answer = compute.instances.get_serial_port_output(request={
+            "project": cluster.project, "zone": node.zone, "instance": node.name, "port": SERIAL_PORT, "start": start})
+    except NotFound:
+        raise nodes_deleted([node]) from None
     return answer.contents, int(answer.next_)
 
 

@@ -1,8 +1,13 @@
 """Stub commands for running the rendered node startup script unprivileged on this machine.
 
 The script talks to the world only through curl (metadata server), docker, systemctl, apt-get,
-nvidia-smi and nvidia-ctk. These stand-ins record what they were asked into STUB_STATE and
-answer from STUB_METADATA, so a test can check what the script did, step by step.
+cloud-init, nvidia-smi, nvidia-ctk and sleep. These stand-ins record what they were asked into
+STUB_STATE and answer from STUB_METADATA, so a test can check what the script did, step by step.
+
+A busy first boot is played in virtual time: `sleep` adds its seconds to STUB_STATE/clock and
+returns at once; a command installed "later" (docker by `apt-get install docker.io`, nvidia-smi
+once the clock reaches STUB_NVIDIA_AT_SECONDS) waits in bin/.later until then. `apt-get update`
+fails its first STUB_APT_LOCKED_TIMES calls the way apt does while another process holds the lock.
 """
 
 from pathlib import Path
@@ -40,6 +45,40 @@ RECORDER = r"""#!/usr/bin/env bash
 echo "$(basename "$0") $*" >>"$STUB_STATE/commands.log"
 """
 
+# apt 2.x's own words when apt-daily, unattended-upgrades or cloud-init holds the lists lock.
+APT_LOCKED = (
+    "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1234 (apt-get)\n"
+    "N: Be aware that removing the lock file is not a solution and may break your system.\n"
+    "E: Unable to lock directory /var/lib/apt/lists/\n"
+)
+
+APT_GET = r"""#!/usr/bin/env bash
+echo "apt-get $*" >>"$STUB_STATE/commands.log"
+bin="$(dirname "$0")"
+case " $* " in
+    *" update "*)
+        echo x >>"$STUB_STATE/apt-update-calls"
+        if [ "$(wc -l <"$STUB_STATE/apt-update-calls")" -le "${STUB_APT_LOCKED_TIMES:-0}" ]; then
+            echo "Reading package lists..."
+            printf '%b' "$STUB_APT_LOCKED" >&2
+            exit 100
+        fi ;;
+    *" install "*)
+        case " $* " in *" docker.io "*) [ -f "$bin/.later/docker" ] && mv "$bin/.later/docker" "$bin/docker" ;; esac ;;
+esac
+exit 0
+"""
+
+SLEEP = r"""#!/usr/bin/env bash
+echo "sleep $*" >>"$STUB_STATE/commands.log"
+clock=$(( $(cat "$STUB_STATE/clock" 2>/dev/null || echo 0) + $1 ))
+echo "$clock" >"$STUB_STATE/clock"
+bin="$(dirname "$0")"
+if [ -n "${STUB_NVIDIA_AT_SECONDS:-}" ] && [ "$clock" -ge "$STUB_NVIDIA_AT_SECONDS" ] && [ -f "$bin/.later/nvidia-smi" ]; then
+    mv "$bin/.later/nvidia-smi" "$bin/nvidia-smi"
+fi
+"""
+
 NVIDIA_SMI = r"""#!/usr/bin/env bash
 case "$*" in
     *driver_version*) echo "$STUB_DRIVER_VERSION" ;;
@@ -57,13 +96,18 @@ esac
 """
 
 
-def install_stubs(bin_dir: Path, gpu: bool) -> None:
-    """Write the stub commands into bin_dir (put it first on PATH)."""
+def install_stubs(bin_dir: Path, gpu: bool, docker_installed: bool = True, driver_installed: bool = True) -> None:
+    """Write the stub commands into bin_dir (put it first on PATH). docker_installed=False leaves docker
+    for `apt-get install docker.io`; driver_installed=False leaves nvidia-smi for later (the clock)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    stubs = {"curl": CURL, "docker": DOCKER, "systemctl": RECORDER, "apt-get": RECORDER}
+    later = bin_dir / ".later"
+    later.mkdir(exist_ok=True)
+    stubs = {"curl": CURL, "docker": DOCKER, "systemctl": RECORDER, "apt-get": APT_GET, "cloud-init": RECORDER,
+             "sleep": SLEEP}
     if gpu:
         stubs.update({"nvidia-smi": NVIDIA_SMI, "nvidia-ctk": NVIDIA_CTK})
     for name, body in stubs.items():
-        path = bin_dir / name
+        installed = not (name == "docker" and not docker_installed or name == "nvidia-smi" and not driver_installed)
+        path = (bin_dir if installed else later) / name
         path.write_text(body)
         path.chmod(0o755)

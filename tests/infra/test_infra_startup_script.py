@@ -1,14 +1,15 @@
 """The node startup script as a VM receives it: rendered by Terraform from
 infra/modules/startup_script, linted by shellcheck, then run for real by bash against stub
 commands (metadata server, docker, systemctl, nvidia-smi) to check what it does on a C4 node,
-on a healthy GPU node and on a GPU node whose driver cannot run the trainer's CUDA."""
+on a healthy GPU node and on a GPU node whose driver cannot run the trainer's CUDA, and how a busy
+first boot (apt's lists lock held, a driver still installing) is waited out with bounded retries."""
 
 import json
 import os
 
 import pytest
 from gantry.agent import NAMESPACE, RUN_KEY
-from infra_stubs import install_stubs
+from infra_stubs import APT_LOCKED, install_stubs
 from infra_tools import render_startup_script, require_tool, run
 
 pytestmark = pytest.mark.terraform
@@ -41,27 +42,40 @@ class Node:
     """A sandbox in which the rendered script runs unprivileged: stubs first on PATH, and the
     script's system paths (/opt/gantry, /etc/gantry, /var/log) moved under tmp_path."""
 
-    def __init__(self, root, script, gpu, driver_cuda="12.8"):
+    def __init__(self, root, script, gpu, driver_cuda="12.8", docker_installed=True, driver_installed=True, **env):
         self.root = root
         self.state = root / "state"
         self.metadata = root / "metadata"
         self.systemd = root / "systemd"
         for directory in (self.state, self.metadata, self.systemd):
             directory.mkdir(parents=True)
-        install_stubs(root / "bin", gpu=gpu)
+        install_stubs(root / "bin", gpu=gpu, docker_installed=docker_installed, driver_installed=driver_installed)
         for system_path in ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log"):
             script = script.replace(f'"{system_path}', f'"{root}{system_path}')
         self.script = root / "startup.sh"
         self.script.write_text(script)
+        system_path = "/usr/bin:/bin" if docker_installed else self._system_without_docker(root / "sysbin")
         self.env = {
-            "PATH": f"{root / 'bin'}:/usr/bin:/bin",
+            "PATH": f"{root / 'bin'}:{system_path}",
             "HOME": str(root),
             "STUB_STATE": str(self.state),
             "STUB_METADATA": str(self.metadata),
             "STUB_DRIVER_VERSION": "570.172.08",
             "STUB_DRIVER_CUDA": driver_cuda,
             "GANTRY_SYSTEMD_DIR": str(self.systemd),
+            "STUB_APT_LOCKED": APT_LOCKED,
+            **env,
         }
+
+    @staticmethod
+    def _system_without_docker(folder):
+        """/usr/bin and /bin as links, less this machine's own docker: a VM image without Docker."""
+        folder.mkdir()
+        for system in ("/bin", "/usr/bin"):
+            for entry in os.scandir(system):
+                if entry.name != "docker" and not (folder / entry.name).exists():
+                    (folder / entry.name).symlink_to(entry.path)
+        return str(folder)
 
     def serve(self, path, text):
         target = self.metadata / path
@@ -77,6 +91,10 @@ class Node:
 
     def commands(self):
         return (self.state / "commands.log").read_text().splitlines()
+
+    def sleeps(self):
+        """The backoff delays the script slept, in (virtual) seconds."""
+        return [int(line.split()[1]) for line in self.commands() if line.startswith("sleep ")]
 
 
 AGENT_SOURCE = "print('agent')\n"
@@ -151,3 +169,65 @@ def test_missing_agent_metadata_reports_an_error(rendered, tmp_path):
     result = node.boot()
     assert result.returncode == 1
     assert "instance metadata key gantry-agent is missing" in node.guest_attributes()[-1]
+
+
+LOCKED = "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1234 (apt-get)"
+
+
+def test_a_held_apt_lists_lock_is_waited_out_and_every_attempt_reported(rendered, tmp_path):
+    # cloud-init / apt-daily hold /var/lib/apt/lists/lock for the first three tries of a fresh VM.
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False, docker_installed=False,
+                         STUB_APT_LOCKED_TIMES="3")
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+    commands = node.commands()
+    assert commands[0] == "cloud-init status --wait", "cloud-init must be done before apt runs"
+    updates = [c for c in commands if c.startswith("apt-get") and c.endswith("update -q")]
+    assert len(updates) == 4 and node.sleeps() == [5, 10, 20]
+    assert any("install -y -q --no-install-recommends docker.io" in c for c in commands)
+    ns = f"instance/guest-attributes/{NAMESPACE}/boot"
+    assert node.guest_attributes() == [
+        f"{ns}=starting",
+        *(f"{ns}=retrying: apt-get update (attempt {n}/8): {LOCKED}" for n in (1, 2, 3)),
+        f"{ns}=ready",
+    ]
+    assert "apt-get update failed (attempt 3/8)" in result.stdout and "retrying in 20 s" in result.stdout
+
+
+def test_apt_gives_up_after_a_bounded_number_of_attempts_and_says_why(rendered, tmp_path):
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False, docker_installed=False,
+                         STUB_APT_LOCKED_TIMES="1000")
+    result = node.boot()
+    assert result.returncode == 1
+    assert len([c for c in node.commands() if c.endswith("update -q")]) == 8
+    assert sum(node.sleeps()) == 5 + 10 + 20 + 40 + 60 + 60 + 60  # about 4 minutes, then the node says so
+    assert node.guest_attributes()[-1] == (
+        f"instance/guest-attributes/{NAMESPACE}/boot=error: apt-get update failed 8 times: {LOCKED}")
+    assert not (node.systemd / "gantry-agent.service").exists()
+
+
+def test_a_driver_installed_during_the_first_boot_is_waited_for(rendered, tmp_path):
+    # nvidia-smi appears 70 s into the boot (virtual time): the fourth check finds it.
+    node = _healthy_node(tmp_path, rendered(use_gpu=True, required_cuda_version="12.4"), gpu=True,
+                         driver_installed=False, STUB_NVIDIA_AT_SECONDS="70")
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert node.sleeps() == [5, 10, 20, 40]
+    ns = f"instance/guest-attributes/{NAMESPACE}/boot"
+    assert node.guest_attributes() == [
+        f"{ns}=starting",
+        *(f"{ns}=retrying: waiting for the NVIDIA driver (attempt {n}/12): nvidia-smi not found yet"
+          for n in (1, 2, 3, 4)),
+        f"{ns}=ready",
+    ]
+    assert "runs CUDA up to 12.8 (trainer image needs 12.4): ok" in result.stdout
+
+
+def test_a_node_without_a_driver_fails_after_the_bounded_wait(rendered, tmp_path):
+    node = _healthy_node(tmp_path, rendered(use_gpu=True), gpu=True, driver_installed=False)
+    result = node.boot()
+    assert result.returncode == 1
+    assert len(node.sleeps()) == 11 and sum(node.sleeps()) == 5 + 10 + 20 + 40 + 60 * 7
+    last = node.guest_attributes()[-1]
+    assert last.startswith(f"instance/guest-attributes/{NAMESPACE}/boot=error: nvidia-smi not found after 12 attempts")
+    assert "gpu_image_family" in last

@@ -39,9 +39,9 @@ class _Handler(BaseHTTPRequestHandler):
         parts = self._parts()  # storage v1 b BUCKET o
         if len(parts) == 5 and parts[3] in self.fake.forbidden:
             return self._reply(403, _google_error(
-                403, "forbidden", f"anonymous caller does not have storage.objects.list access to the Google Cloud "
-                                  f"Storage bucket. Permission 'storage.objects.list' denied on resource (or it may "
-                                  f"not exist)."))
+                403, "forbidden", "anonymous caller does not have storage.objects.list access to the Google Cloud "
+                                  "Storage bucket. Permission 'storage.objects.list' denied on resource (or it may "
+                                  "not exist)."))
         if len(parts) == 5 and parts[:2] == ["storage", "v1"] and parts[4] == "o" and parts[3] in self.fake.buckets:
             items = [{"kind": "storage#object", "name": n, "bucket": parts[3]} for n in self.fake.buckets[parts[3]]]
             return self._reply(200, {"kind": "storage#objects", "items": items})

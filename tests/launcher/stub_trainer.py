@@ -1,11 +1,12 @@
 """A trainer-shaped process for the agent's tests: progress lines, SIGTERM -> "checkpoint" -> exit 0.
 
-    stub_trainer.py [--steps N] [--crash-once-at K --marker PATH]
+    stub_trainer.py [--steps N] [--crash-once-at K --marker PATH] [--no-rendezvous]
 
 Prints `step N | games ...` every 0.1 s and records each step in stats.jsonl under $GANTRY_STAGING with
 the trainer's own writer (selfplay.stats.RunLog), where the agent reads its progress; exits 0 after N
 steps (0 = never); with --crash-once-at it exits 3 at step K the first time (when PATH does not exist
-yet), as a crashing trainer would.
+yet), as a crashing trainer would; with --no-rendezvous it exits 1 before its first step, as torchrun does
+when a peer node never comes (a preempted Spot node).
 """
 
 import argparse
@@ -20,6 +21,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=0)
 parser.add_argument("--crash-once-at", type=int, default=0)
 parser.add_argument("--marker", default="")
+parser.add_argument("--no-rendezvous", action="store_true")
 args, _ = parser.parse_known_args()
 step = 0
 
@@ -33,6 +35,10 @@ signal.signal(signal.SIGTERM, on_term)
 stats = RunLog(os.path.join(os.environ.get("GANTRY_STAGING", "."), "stub"))
 print(f"stub trainer: node {os.environ.get('NODE_RANK')} of {os.environ.get('NNODES')}, "
       f"master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
+if args.no_rendezvous:
+    time.sleep(0.3)
+    print("stub trainer: rendezvous timed out (a peer node is missing)", flush=True)
+    sys.exit(1)
 while args.steps == 0 or step < args.steps:
     step += 1
     print(f"step {step} | games {step * 3} | loss 0.5", flush=True)

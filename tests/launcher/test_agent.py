@@ -138,3 +138,33 @@ def test_a_running_node_does_not_power_off(tmp_path, metadata, nodes):
     wait_until(lambda: node.report().get("state") == "running", what="the run to start")
     time.sleep(6)
     assert not node.poweroff_marker.exists()
+
+
+def test_a_crash_looping_trainer_powers_its_node_off(tmp_path, metadata, nodes):
+    # A Spot peer was preempted: this node's trainer fails at the rendezvous and restarts, step after step never
+    # coming. After GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES (3 s here) the node stops billing.
+    node = start_node(nodes, tmp_path, metadata, GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")
+    metadata.set_attribute("gantry-run", spec("r7", node_rank=1, nnodes=2, args=["--no-rendezvous"]))
+    wait_until(lambda: node.poweroff_marker.exists(), timeout=40, what="the power-off command")
+    assert len(node.docker_calls("run")) >= 2  # it was restarted first: one crash is no loop
+    report = node.report()
+    assert report["state"] == "powering-off" and "crash-looping" in report["detail"], report
+    assert "GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES" in report["detail"] and "make status" in report["detail"]
+    assert "rendezvous timed out" in node.output()
+
+
+def test_a_trainer_that_crashes_once_and_trains_on_keeps_its_node(tmp_path, metadata, nodes):
+    node = start_node(nodes, tmp_path, metadata, GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")
+    marker = tmp_path / "crashed-once"
+    metadata.set_attribute("gantry-run", spec("r8", args=["--crash-once-at", "3", "--marker", str(marker)]))
+    wait_until(lambda: len(node.docker_calls("run")) == 2, what="the restart after the crash")
+    time.sleep(6)  # twice the crash-loop limit, training all the while
+    assert not node.poweroff_marker.exists()
+    assert node.report().get("state") == "running"
+
+
+def test_the_crash_loop_limit_has_one_default():
+    from gantry.agent import CRASH_LOOP_SHUTDOWN_MINUTES, Settings
+
+    assert Settings({}).crash_loop_minutes == CRASH_LOOP_SHUTDOWN_MINUTES == 30
+    assert Settings({"GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES": "0"}).crash_loop_minutes == 0

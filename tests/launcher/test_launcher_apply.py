@@ -59,8 +59,8 @@ def test_a_plain_text_stockout_lists_the_zones_that_offer_the_shape(cli, deploym
 
 def test_a_stockout_when_compute_cannot_say_where_else_points_at_preflight(cli, deployment, fake):
     deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
-    fake.errors["/aggregated/"] = (403, "forbidden", "Required 'compute.machineTypes.list' permission for "
-                                   "'projects/demo-project'")
+    denied = "Required 'compute.machineTypes.list' permission for 'projects/demo-project'"
+    fake.errors["/aggregated/"] = (403, "forbidden", denied)
     error = last_line(cli("apply", "--skip-preflight").stderr)
     assert "`make preflight` lists the zones that offer the shape" in error
 

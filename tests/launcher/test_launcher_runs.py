@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from agent_helpers import wait_until
 from fake_registry import FakeRegistry
 from gantry.agent import RunSpec
 from gantry.status import ExitStatus
@@ -183,3 +184,72 @@ def test_run_follows_until_every_node_reports_the_run_done(cli, world):  # finis
     assert result.status == ExitStatus.OK, result.output
     assert "[node 0 gantry-node-0] finished" in result.stdout and "[node 1 gantry-node-1] finished" in result.stdout
     assert "Run r9 finished on every node. Copy it here with `make fetch RUN=r9`." in result.stdout
+
+
+def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, world):
+    # Run r1 on two Spot nodes; Google preempted node 1 (TERMINATED), its spec still says start.
+    assert cli("run", "--detach", "--run-id", "r1", environ=world["environ"]).status == ExitStatus.OK
+    fake.started.clear()
+    for rank, vm in enumerate(world["vms"]):
+        vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
+        vm["guestAttributes"] = running_report("r1", rank, 680)
+    world["vms"][1]["status"] = "TERMINATED"
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert fake.started == ["gantry-node-1"]  # instances.start through the real client
+    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run r1: starting it; the run resumes from its newest "
+            "checkpoint") in result.stdout
+    assert result.stdout.splitlines()[3].split()[:4] == ["1", "gantry-node-1", "running", "r1"]
+    # Same spec, same launch: the agent that boots starts the trainer on --run.dir again (it resumes there).
+    assert RunSpec.from_json(metadata_items(world["vms"][1])["gantry-run"]).action == "start"
+
+    fake.started.clear()  # a stopped run, or an on-demand node, stays off: nothing to resume or not ours to judge
+    assert cli("stop", "-y", "--no-wait", environ=world["environ"]).status == ExitStatus.OK
+    world["vms"][1]["status"] = "TERMINATED"
+    assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
+
+
+def test_run_and_status_name_make_apply_when_google_deleted_the_nodes(cli, fake, world):
+    # termination_action = DELETE: the preempted node is gone; Compute answers its real 404 notFound body.
+    fake.instances.remove(world["vms"][1])
+    expected = ("gantry: error: node(s) gantry-node-1 (us-central1-a) no longer exist: Google Compute Engine deleted "
+                "them (Spot preemption or max_run_hours with termination_action = DELETE). Run `make apply` to create "
+                "the nodes again, then `make run-gcp ARGS=\"--resume RUN_ID\"`: the checkpoints are in the bucket.")
+    status = cli("status", environ=world["environ"])
+    assert status.status == ExitStatus.ERROR
+    assert status.stdout.splitlines()[2].split()[:3] == ["1", "gantry-node-1", "deleted"]
+    assert status.stderr.strip() == expected and "Traceback" not in status.output
+    run = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
+    assert run.status == ExitStatus.ERROR and run.stderr.strip() == expected
+    assert "gantry-run" not in metadata_items(world["vms"][0])  # refused before any node was written
+    logs = cli("logs", "--node", "1", environ=world["environ"])
+    assert logs.status == ExitStatus.ERROR and logs.stderr.strip() == expected
+
+
+@pytest.mark.timeout(90)  # a launcher that never restarts the node would follow forever
+def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
+    import threading
+
+    for vm in world["vms"]:
+        vm["scheduling"] = {"provisioningModel": "SPOT"}
+
+    def preempt_then_finish():  # while `gantry run` follows: Google stops node 1, later the run finishes
+        wait_until(lambda: "gantry-run" in metadata_items(world["vms"][1]), timeout=60, what="the launch")
+        time.sleep(0.5)
+        world["vms"][1]["status"] = "TERMINATED"
+        deadline = time.monotonic() + 15
+        while "gantry-node-1" not in fake.started and time.monotonic() < deadline:
+            time.sleep(0.1)  # a launcher that never restarts it still gets its finish, and fails below
+        for rank, vm in enumerate(world["vms"]):
+            vm["guestAttributes"] = {"gantry/agent": json.dumps(
+                {"state": "finished", "run": "r10", "node_rank": rank, "step": 90, "heartbeat": int(time.time())})}
+
+    world["vms"][1]["status"] = "RUNNING"
+    google = threading.Thread(target=preempt_then_finish, daemon=True)
+    google.start()
+    result = cli("run", "--run-id", "r10", "--interval", "0.2", environ=world["environ"])
+    google.join(timeout=10)
+    assert result.status == ExitStatus.OK, result.output
+    assert fake.started == ["gantry-node-1"]
+    assert "Spot VM TERMINATED during run r10: starting it; the run resumes from its newest checkpoint" in result.stdout
+    assert "Run r10 finished on every node." in result.stdout

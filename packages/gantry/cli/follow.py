@@ -1,5 +1,6 @@
 """Following a run from the laptop: node states from guest attributes, the master's output from its
-serial port. Shared by `gantry run` and `gantry logs --follow`; Ctrl-C detaches, the run goes on."""
+serial port. Shared by `gantry run` and `gantry logs --follow`; Ctrl-C detaches, the run goes on. A Spot node
+preempted while it is followed is started again (runs.restart_preempted), and the run resumes."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def follow(compute, cluster, run_id: str, env, interval: float) -> ExitStatus:
     try:
         while True:
             statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+            runs.require_nodes(statuses)
+            if runs.restart_preempted(compute, cluster, statuses, env.say):
+                statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
             for status in statuses:
                 key = (status.state, status.report.get("run"), status.report.get("detail"))
                 if seen.get(status.node.rank) != key:

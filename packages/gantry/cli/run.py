@@ -61,7 +61,8 @@ def run(args, env) -> ExitStatus:
     trainer_args = [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
-            f"image {image}", f"Run directory: {run_url}")
+            f"image {image}", f"Run directory: {run_url}"
+            + (" (the trainer resumes from its newest checkpoint there)" if args.resume else ""))
     runs.ensure_running(compute, cluster, env.say)
     specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url, config=args.config,
                               master_port=args.master_port, nproc_per_node=args.nproc_per_node)
@@ -77,6 +78,7 @@ def run(args, env) -> ExitStatus:
 def check_nothing_runs(compute, cluster, run_id: str, args, env) -> None:
     """A new launch replaces whatever the nodes run: refuse unless the user said so."""
     statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    runs.require_nodes(statuses)
     active = runs.active_runs(statuses)
     if not active or args.replace:
         return

@@ -7,14 +7,16 @@ from gantry.agent import STATES
 from gantry.status import ExitStatus
 
 NAME = "status"
-HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates (reads only)"
+HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates; restarts preempted Spot nodes"
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
 ({", ".join(STATES)}),
 the run, its learner step and how long ago the node last reported. Then the master's latest
 training figures and the newest Pons evaluation (MCTS weak error rate per test set) from the
 run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
-the deployment's infra/ state.
+the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
+any node its agent powered off while a peer was gone) is started again, and the run resumes from
+its newest checkpoint; status says so.
 
 examples:
   gantry status
@@ -35,6 +37,8 @@ def _age(seconds) -> str:
 def run(args, env) -> ExitStatus:
     cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    if runs.restart_preempted(compute, cluster, statuses, env.say):
+        statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
     env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  HEARTBEAT")
     for s in statuses:
         step = s.report.get("step")
@@ -56,4 +60,5 @@ def run(args, env) -> ExitStatus:
             env.say(f"Pons MCTS weak errors at step {step}: {table}")
         else:
             env.say("Pons: no evaluation in stats.jsonl yet")
+    runs.require_nodes(statuses)
     return ExitStatus.OK
