@@ -41,7 +41,7 @@ train-local: $(VENV)/.installed ## train Connect Four here (Ctrl-C checkpoints; 
 eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons test sets
 	$(PY) -m selfplay eval --checkpoint $(RUN_DIR) $(ARGS)
 
-test: $(VENV)/.installed-dev ## run the whole test suite (slow, terraform and docker tests included)
+test: $(VENV)/.installed-dev lint ## lint, then the whole test suite (slow, terraform and docker tests included)
 	$(PY) -m pytest $(ARGS)
 
 test-fast: $(VENV)/.installed-dev ## the suite without the slow tests
@@ -50,7 +50,7 @@ test-fast: $(VENV)/.installed-dev ## the suite without the slow tests
 bench: $(VENV)/.installed ## self-play, learner and training benchmarks -> bench/results/*.json + a table
 	$(PY) -m bench.run $(ARGS)
 
-lint: $(VENV)/.installed-dev ## ruff over the Python code
+lint: $(VENV)/.installed-dev ## ruff over the Python code (rules: pyproject.toml [tool.ruff.lint])
 	$(VENV)/bin/ruff check packages tests bench
 
 clean: ## remove caches (keeps .venv and runs/)

@@ -131,7 +131,8 @@ class Settings:
     """Everything from the environment (/etc/gantry/agent.env on a VM), read once."""
 
     def __init__(self, environ=os.environ):
-        get = lambda name, default: environ.get(name) or default
+        def get(name, default):
+            return environ.get(name) or default
         self.metadata_url = get("GANTRY_METADATA_URL", "http://metadata.google.internal/computeMetadata/v1")
         self.run_key = get("GANTRY_RUN_METADATA_KEY", RUN_KEY)
         self.namespace = get("GANTRY_GUEST_ATTRIBUTES_NAMESPACE", NAMESPACE)

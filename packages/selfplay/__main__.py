@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("train", "train in this process (actors + learner); resumes run.dir's checkpoint"),
-                            ("launch", "train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
-                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)")):
+                            ("launch", ("train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
+                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)"))):
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=_settings_help(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")

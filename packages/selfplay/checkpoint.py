@@ -81,8 +81,9 @@ def load(path: str | Path) -> dict:
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {p} not found: pass a ckpt-*.pt file or a run directory that holds one")
-    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(
+            f"checkpoint {p} not found: pass a ckpt-*.pt file or a run directory that holds one") from None
+    except Exception as e:  # noqa: BLE001 -- torch raises many types for truncated or foreign files
         raise CheckpointError(
             f"checkpoint {p} is corrupt or not a Gantry checkpoint ({type(e).__name__}): move it aside to resume "
             f"from the one before it, or start a new run.dir") from None

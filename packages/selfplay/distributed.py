@@ -63,7 +63,7 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     if world <= 1:
         return DistInfo()
     if dist.is_initialized():  # e.g. a caller set it up already: reuse it
-        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)),
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")),
                         dist.get_backend())
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if chosen == "nccl":

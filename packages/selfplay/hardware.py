@@ -143,7 +143,7 @@ def pick_device(requested: str) -> torch.device:
     if requested == "cuda" and not cuda_usable():
         raise RuntimeError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
     if requested == "cuda" or (requested == "auto" and cuda_usable()):
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return torch.device("cpu")
 
 

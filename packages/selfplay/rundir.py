@@ -152,7 +152,7 @@ def check_bucket(url: str, timeout_s: float = 10) -> None:
         # objects.list, not buckets.get: the nodes' roles/storage.objectAdmin grants storage.objects.list only.
         answer = session.get(f"{api}/storage/v1/b/{bucket}/o", params={"maxResults": "1", "fields": "kind"},
                              timeout=timeout_s)
-    except Exception as e:  # refresh errors, DNS, refused connections, timeouts: all mean "cannot reach it"
+    except Exception as e:  # noqa: BLE001 -- token refresh, DNS, refused connections, timeouts: "cannot reach it"
         raise ConfigError(f"{where}: cannot reach Cloud Storage as {who} ({type(e).__name__}: "
                           f"{str(e).splitlines()[0][:160]}): check the network and credentials, {local}") from None
     if answer.status_code == 404:

@@ -41,7 +41,8 @@ class RunLog:
         self._jsonl = None
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._jsonl = open(self.dir / "stats.jsonl", "a", buffering=1)  # line-buffered: a crash loses nothing
+            # Open for the run's life (closed by close()); line-buffered: a crash loses nothing.
+            self._jsonl = open(self.dir / "stats.jsonl", "a", buffering=1)  # noqa: SIM115
 
     def _events(self):
         """The TensorBoard writer, opened on first use (None without tensorboard)."""

@@ -286,7 +286,7 @@ class PeriodicEval:
                 self.last = evaluate.summary(result)
                 self.runlog.record(self.pending_step, self.last, kind="eval")
                 self.runlog.say(f"evaluation at step {self.pending_step}:\n{evaluate.format_table(result)}")
-            except Exception as e:  # an evaluation failure must not end the training
+            except Exception as e:  # noqa: BLE001 -- an evaluation failure must not end the training
                 self.runlog.say(f"warning: evaluation failed: {e}")
             self.pending = None
         if self.pool and self.pending is None and now - self.last_t >= 60 * cfg.eval.every_minutes:

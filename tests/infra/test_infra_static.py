@@ -63,7 +63,7 @@ def _run_blocks(path):
 
 def test_node_shape_tests_cover_every_use_gpu_spot_combination():
     combos = set()
-    for name, body in _run_blocks(MODULES / "node_shape" / "tests" / "shapes.tftest.hcl"):
+    for _name, body in _run_blocks(MODULES / "node_shape" / "tests" / "shapes.tftest.hcl"):
         use_gpu = bool(re.search(r"^\s*use_gpu\s*=\s*true", body, flags=re.MULTILINE))
         spot = bool(re.search(r"^\s*spot\s*=\s*true", body, flags=re.MULTILINE))
         combos.add((use_gpu, spot))

@@ -97,7 +97,7 @@ def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp
 
 
 def _kill_tree(pid: int) -> None:
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout.split()
     for child in children:
         _kill_tree(int(child))
     try:

@@ -128,7 +128,7 @@ def test_the_run_folder_is_handed_to_the_images_user(tmp_path, metadata, nodes):
 
 def test_an_idle_node_powers_itself_off(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05")  # 3 s
-    wait_until(lambda: node.poweroff_marker.exists(), timeout=30, what="the power-off command")
+    wait_until(node.poweroff_marker.exists, timeout=30, what="the power-off command")
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
 
 
@@ -145,7 +145,7 @@ def test_a_crash_looping_trainer_powers_its_node_off(tmp_path, metadata, nodes):
     # coming. After GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES (3 s here) the node stops billing.
     node = start_node(nodes, tmp_path, metadata, GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")
     metadata.set_attribute("gantry-run", spec("r7", node_rank=1, nnodes=2, args=["--no-rendezvous"]))
-    wait_until(lambda: node.poweroff_marker.exists(), timeout=40, what="the power-off command")
+    wait_until(node.poweroff_marker.exists, timeout=40, what="the power-off command")
     assert len(node.docker_calls("run")) >= 2  # it was restarted first: one crash is no loop
     report = node.report()
     assert report["state"] == "powering-off" and "crash-looping" in report["detail"], report

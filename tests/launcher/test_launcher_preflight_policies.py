@@ -88,6 +88,6 @@ def test_no_org_policy_is_a_pass_and_a_403_is_a_warning(cli, deployment, apis):
         403, "PERMISSION_DENIED", "The caller does not have permission"))
     refused = cli("preflight")
     assert refused.status == ExitStatus.OK, refused.output
-    assert "[warn] org policies: not checked: reading compute.disableGuestAttributesAccess was refused (403: " \
-           "The caller does not have permission)" in refused.stdout
+    assert ("[warn] org policies: not checked: reading compute.disableGuestAttributesAccess was refused (403: "
+            "The caller does not have permission)") in refused.stdout
     assert "roles/orgpolicy.policyViewer" in refused.stdout

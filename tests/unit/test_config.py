@@ -17,10 +17,10 @@ def test_packaged_configs_load_and_overrides_apply():
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["--search.simulation=10"], "unknown key search.simulation in the --section.key=value flags: "
-                                 "did you mean 'simulations'? valid keys are simulations"),
-    (["--serch.simulations=10"], "unknown config section 'serch' in the --section.key=value flags: "
-                                 "did you mean 'search'?"),
+    (["--search.simulation=10"], ("unknown key search.simulation in the --section.key=value flags: "
+                                 "did you mean 'simulations'? valid keys are simulations")),
+    (["--serch.simulations=10"], ("unknown config section 'serch' in the --section.key=value flags: "
+                                 "did you mean 'search'?")),
     (["--search.simulations=lots"], "search.simulations='lots' must be an integer"),
     (["--search.simulations=0"], "search.simulations=0 must be in 1..100000"),
     (["--learner.value_target=v"], "learner.value_target='v' is not allowed: choose one of z, q, zq"),
