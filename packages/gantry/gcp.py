@@ -43,6 +43,8 @@ def is_transient(exc: Exception) -> bool:
     from google.auth.exceptions import TransportError
     from requests.exceptions import ChunkedEncodingError, ConnectionError
 
+    if "NameResolutionError" in repr(exc) or "Name or service not known" in str(exc):
+        return False  # no DNS (offline, a proxy needed): minutes of retries would only hide that
     return isinstance(exc, (api.TooManyRequests, api.InternalServerError, api.BadGateway,
                             api.ServiceUnavailable, api.GatewayTimeout,
                             ConnectionError, ChunkedEncodingError, TransportError))

@@ -1,5 +1,7 @@
 """The gantry command itself: entry point, help that teaches the workflow, exit codes."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,28 @@ def test_cost_needs_no_cloud(tmp_path):
 def test_console_script_is_declared():
     assert 'gantry = "gantry.__main__:main"' in (REPO / "pyproject.toml").read_text()
     assert Path(REPO / "packages" / "gantry" / "prices.json").exists()
+
+
+@pytest.mark.slow
+def test_make_shows_gantrys_status_and_the_console_script_returns_it(tmp_path):
+    """GNU make exits 2 whatever its recipe returned (its own rule), so the status a script can rely on is the
+    console script's; make's last line still carries gantry's number (README, Troubleshooting)."""
+    from fake_compute import FakeCompute
+    from fake_googleapis import FakeGoogleApis
+
+    deployment = Deployment(tmp_path)
+    deployment.write(use_gpu=True)
+    with FakeCompute.us_central1(gpu_quota=0) as fake, FakeGoogleApis() as apis:
+        environ = isolated_environ(tmp_path, GANTRY_COMPUTE_ENDPOINT=fake.endpoint,
+                                   GANTRY_GOOGLEAPIS_ENDPOINT=apis.endpoint)
+        venv = Path(sys.executable).parent.parent  # the suite's own; -o: do not reinstall it
+        made = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "preflight", f"VENV={venv}",
+                               "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-dev",
+                               f"ARGS=--infra-dir {deployment.infra}"],
+                              capture_output=True, text=True, env=environ, timeout=300, check=False)
+        script = subprocess.run([str(Path(sys.executable).with_name("gantry")), "preflight",
+                                 "--infra-dir", str(deployment.infra)],
+                                capture_output=True, text=True, env=environ, timeout=120, check=False)
+    assert made.returncode == 2 and f"] Error {ExitStatus.CHECK_FAILED.value}" in made.stderr, made.stderr
+    assert script.returncode == ExitStatus.CHECK_FAILED, script.stderr
+    assert script.stderr.count("gantry: error:") == 1 and "blocker" in script.stderr

@@ -111,3 +111,15 @@ def test_a_lasting_outage_ends_in_one_line_after_the_deadline(cli, fake, world):
     assert result.status == ExitStatus.ERROR
     assert calls(fake, "/serialPort?") > 3
     assert len(result.stderr.strip().splitlines()) == 1 and "503" in result.stderr
+
+
+def test_a_name_that_does_not_resolve_is_not_retried_for_minutes():
+    """Offline or behind a proxy: say so at once instead of retrying DNS for the whole deadline."""
+    import requests
+    from gantry.gcp import is_transient
+
+    with pytest.raises(requests.ConnectionError) as dns:
+        requests.get("http://gantry-no-such-host.invalid/", timeout=10)
+    with pytest.raises(requests.ConnectionError) as refused:
+        requests.get("http://127.0.0.1:9/", timeout=10)
+    assert not is_transient(dns.value) and is_transient(refused.value)

@@ -87,17 +87,17 @@ def fake():
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mistake=mistakes(), verb=st.sampled_from(["cost", "preflight", "apply", "destroy", "build"]))
-def test_every_mistake_gets_one_line_and_changes_nothing(fake, monkeypatch, mistake, verb):
+def test_every_mistake_gets_one_line_and_changes_nothing(fake, mistake, verb):
     with tempfile.TemporaryDirectory() as folder:
         deployment = Deployment(Path(folder))
         deployment.tfvars.write_text(f'project_id = "demo-project"\n{mistake}\n')
         before = _tree(deployment.infra)
         fake.requests.clear()
         out, err = io.StringIO(), io.StringIO()
-        monkeypatch.chdir(folder)
         env = Environment(stdout=out, stderr=err, stdin=NotATerminal(""),
                           environ={"GANTRY_COMPUTE_ENDPOINT": fake.endpoint})
-        status = main([verb, "--yes"] if verb == "destroy" else [verb], env)
+        argv = [verb, "--infra-dir", str(deployment.infra)] + (["--yes"] if verb == "destroy" else [])
+        status = main(argv, env)
         errors = [line for line in err.getvalue().splitlines() if line.startswith("gantry: error:")]
         assert status == ExitStatus.ERROR, (mistake, out.getvalue(), err.getvalue())
         assert len(errors) == 1 and err.getvalue().strip() == errors[0], err.getvalue()
