@@ -35,7 +35,6 @@ module "startup_script" {
   deployment_name       = var.deployment_name
   use_gpu               = var.use_gpu
   registry_host         = local.registry_host
-  bucket                = google_storage_bucket.runs.name
   idle_shutdown_minutes = var.idle_shutdown_minutes
   required_cuda_version = var.required_cuda_version
 }

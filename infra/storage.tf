@@ -9,6 +9,26 @@ resource "google_artifact_registry_repository" "images" {
   description   = "Trainer images of Gantry deployment ${var.deployment_name}"
   labels        = local.labels
 
+  # Every `make build-train` moves :cpu/:cuda to a new multi-GB version; the old ones would bill
+  # forever. Keep the newest few (a node resuming a run pulls its pinned digest again), delete the
+  # rest once untagged for a week. A version both policies match is kept.
+  cleanup_policy_dry_run = false
+  cleanup_policies {
+    id     = "keep-newest-3"
+    action = "KEEP"
+    most_recent_versions {
+      keep_count = 3
+    }
+  }
+  cleanup_policies {
+    id     = "delete-untagged-after-7-days"
+    action = "DELETE"
+    condition {
+      tag_state  = "UNTAGGED"
+      older_than = "604800s"
+    }
+  }
+
   depends_on = [google_project_service.required]
 }
 

@@ -92,6 +92,10 @@ run "cpu_standard_1_node" {
     error_message = "The runs bucket must be private: uniform access and public access prevention."
   }
   assert {
+    condition     = !google_artifact_registry_repository.images.cleanup_policy_dry_run && toset([for p in google_artifact_registry_repository.images.cleanup_policies : p.action]) == toset(["KEEP", "DELETE"]) && one([for p in google_artifact_registry_repository.images.cleanup_policies : one(p.condition).tag_state if p.action == "DELETE"]) == "UNTAGGED"
+    error_message = "The image repository keeps the newest versions and deletes untagged ones: old CUDA images must not pile up."
+  }
+  assert {
     condition     = one(google_storage_bucket.runs.soft_delete_policy).retention_duration_seconds == 0
     error_message = "Soft delete must be off (retention 0): rotated checkpoints must not bill for 7 more days."
   }

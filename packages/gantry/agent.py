@@ -544,7 +544,7 @@ def parse_spec(raw, log) -> RunSpec | None:
 
 def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
     env = {"NNODES": spec.nnodes, "NODE_RANK": spec.node_rank, "MASTER_ADDR": spec.master_addr,
-           "MASTER_PORT": spec.master_port, "GANTRY_RUN_ID": spec.run_id,
+           "MASTER_PORT": spec.master_port,
            "GANTRY_STAGING": STAGING}  # the bucket mirror's local copy survives container restarts
     if spec.nproc_per_node:
         env["NPROC_PER_NODE"] = spec.nproc_per_node

@@ -54,7 +54,6 @@ def render_startup_script(tmp_path: Path, **variables) -> str:
     values = {
         "deployment_name": "gantry",
         "registry_host": "us-central1-docker.pkg.dev",
-        "bucket": "my-project-gantry-runs",
     }
     values.update(variables)
 

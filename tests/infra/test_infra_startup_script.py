@@ -231,3 +231,18 @@ def test_a_node_without_a_driver_fails_after_the_bounded_wait(rendered, tmp_path
     last = node.guest_attributes()[-1]
     assert last.startswith(f"instance/guest-attributes/{NAMESPACE}/boot=error: nvidia-smi not found after 12 attempts")
     assert "gpu_image_family" in last
+
+
+@pytest.mark.parametrize("use_gpu", [False, True])
+def test_every_setting_the_boot_writes_for_the_agent_is_read_by_it(rendered, use_gpu):
+    """agent.env carries only what the agent reads: a name it ignores is a setting that silently does nothing."""
+    import re
+    from pathlib import Path
+
+    import gantry.agent
+
+    script = rendered(use_gpu=use_gpu)
+    block = script.split('cat >"$agent_env" <<ENV\n', 1)[1].split("\nENV\n", 1)[0]
+    written = re.findall(r"^([A-Z_]+)=", block, re.MULTILINE)
+    agent = Path(gantry.agent.__file__).read_text()
+    assert written and [name for name in written if f'"{name}"' not in agent] == []

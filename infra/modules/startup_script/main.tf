@@ -16,7 +16,6 @@ locals {
     deployment_name       = var.deployment_name
     use_gpu               = var.use_gpu
     registry_host         = var.registry_host
-    bucket                = var.bucket
     idle_shutdown_minutes = var.idle_shutdown_minutes
     required_cuda_version = var.required_cuda_version
     agent_metadata_key    = local.agent_metadata_key

@@ -1,8 +1,3 @@
-variable "bucket" {
-  description = "Name of the deployment's GCS bucket for run data (handed to the agent)."
-  type        = string
-}
-
 variable "deployment_name" {
   description = "Deployment name; the value of every resource's gantry-deployment label."
   type        = string

@@ -3,7 +3,6 @@
 variables {
   deployment_name = "gantry"
   registry_host   = "us-central1-docker.pkg.dev"
-  bucket          = "my-project-gantry-runs"
 }
 
 run "cpu_node_script" {
