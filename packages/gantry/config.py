@@ -41,10 +41,15 @@ class Deployment:
     boot_disk_size_gb: int = 100
     cpu_image: str = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"  # PROJECT/FAMILY (preflight: trusted image projects)
     gpu_image_project: str = "deeplearning-platform-release"
+    gpu_image_family: str = "common-cu129-ubuntu-2204-nvidia-580"
 
     @property
     def image_project(self) -> str:
         return self.gpu_image_project if self.use_gpu else self.cpu_image.split("/")[0]
+
+    @property
+    def image_family(self) -> str:
+        return self.gpu_image_family if self.use_gpu else self.cpu_image.split("/")[-1]
 
     @property
     def machine_type(self) -> str:

@@ -126,6 +126,10 @@ class Compute:
         return self._client("ProjectsClient")
 
     @cached_property
+    def images(self):
+        return self._client("ImagesClient")
+
+    @cached_property
     def regions(self):
         return self._client("RegionsClient")
 

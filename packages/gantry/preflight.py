@@ -96,6 +96,7 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
     shape_ok = _check_shape(report, d, compute, d.zone)
     if not shape_ok:
         report.checks[-1].fixes.append(where_else(d, zones_offering(d, compute)))
+    _check_image(report, d, compute)
 
     region = compute.regions.get(project=d.project_id, region=d.region)
     _check_quotas(report, d, _quota_map(project.quotas), _quota_map(region.quotas))
@@ -129,6 +130,29 @@ def _check_shape(report: Report, d: Deployment, compute: Compute, zone: str) -> 
         return False
     report.add("accelerator", OK, f"{d.accelerator_type} in {zone}, up to {most} per VM")
     return True
+
+
+def _check_image(report: Report, d: Deployment, compute: Compute) -> None:
+    """The boot image family still has a live image (families retire: Deep Learning VM ones within ~2 years)."""
+    from google.api_core.exceptions import Forbidden, NotFound
+
+    setting = "gpu_image_family" if d.use_gpu else "cpu_image"
+    try:
+        image = compute.images.get_from_family(project=d.image_project, family=d.image_family)
+    except Forbidden:
+        report.add("boot image", WARN, f"not checked: project {d.image_project} does not let you read its images")
+        return
+    except NotFound:
+        live = sorted({i.family for i in compute.images.list(project=d.image_project)
+                       if i.family and not (i.deprecated and i.deprecated.state)
+                       and i.family.split("-")[0] == d.image_family.split("-")[0]})
+        listed = f" Live families like it: {', '.join(live[:8])}." if live else ""
+        report.add("boot image", FAIL, f"image family {d.image_project}/{d.image_family} has no live image: "
+                                       "retired, or never existed",
+                   f"Set {setting} in infra/terraform.tfvars to a live family.{listed} `gcloud compute images list "
+                   f"--project {d.image_project} --no-standard-images` lists them all.")
+        return
+    report.add("boot image", OK, f"{d.image_project}/{d.image_family} -> {image.name}")
 
 
 def zones_offering(d: Deployment, compute: Compute) -> list[str]:

@@ -42,6 +42,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from loopback import LoopbackServer
 
+IMAGE_FAMILIES = Path(__file__).resolve().parents[2] / "tools" / "tf-standin" / "image_families.json"
+
 API = "/compute/v1"
 SELF_LINK_ROOT = "https://www.googleapis.com/compute/v1"
 
@@ -66,6 +68,10 @@ class FakeCompute(LoopbackServer):
     # [path regex, how many more times, (status, body)]: answered once per matching request, then gone
     flaky: list[list] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # "GET /path?query", in order
+    # public image projects -> family -> "live" | "retired": the stand-in provider's catalogue, one file
+    image_families: dict[str, dict[str, str]] = field(default_factory=lambda: {
+        project: dict(families) for project, families in json.loads(IMAGE_FAMILIES.read_text()).items()
+        if not project.startswith("_")})
     started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
     operations: int = 0
 
@@ -141,6 +147,8 @@ class FakeCompute(LoopbackServer):
             (p + r"$", self._project),
             (p + r"/regions/(?P<region>[^/]+)$", self._region),
             (p + r"/zones$", self._zone_list),
+            (p + r"/global/images/family/(?P<family>[^/]+)$", self._image_from_family),
+            (p + r"/global/images$", self._image_list),
             (z + r"/machineTypes/(?P<name>[^/]+)$", self._machine_type),
             (z + r"/machineTypes$", self._machine_type_list),
             (z + r"/acceleratorTypes/(?P<name>[^/]+)$", self._accelerator_type),
@@ -173,6 +181,8 @@ class FakeCompute(LoopbackServer):
             match = re.match(pattern, path[len(API):])
             if match:
                 args = match.groupdict()
+                if "family" in args or route == self._image_list:  # public image projects answer anyone
+                    return route(query=query, **args)
                 if args.pop("project") != self.project:
                     return 404, _error(404, "notFound", f"The resource 'projects/{self.project}' was not found")
                 if body is not None:
@@ -190,6 +200,25 @@ class FakeCompute(LoopbackServer):
         zones = [self._link(f"zones/{z}") for z, r in sorted(self.zones.items()) if r == region]
         return 200, {"kind": "compute#region", "name": region, "status": "UP", "zones": zones,
                      "quotas": _quotas(self.region_quotas.get(region, {}))}
+
+    def _image_json(self, project, family, state):
+        image = {"kind": "compute#image", "name": f"{family}-v20260101", "family": family, "status": "READY",
+                 "creationTimestamp": "2026-01-01T00:00:00.000-08:00",
+                 "selfLink": f"{SELF_LINK_ROOT}/projects/{project}/global/images/{family}-v20260101"}
+        if state != "live":
+            image["deprecated"] = {"state": "DEPRECATED" if state == "deprecated" else "OBSOLETE"}
+        return image
+
+    def _image_from_family(self, query, project, family):
+        """images.getFromFamily: the newest image of a family that is not deprecated, else Google's 404."""
+        if self.image_families.get(project, {}).get(family) != "live":
+            return 404, _error(404, "notFound",
+                               f"The resource 'projects/{project}/global/images/family/{family}' was not found")
+        return 200, self._image_json(project, family, "live")
+
+    def _image_list(self, query, project):
+        items = [self._image_json(project, f, state) for f, state in self.image_families.get(project, {}).items()]
+        return 200, {"kind": "compute#imageList", "items": items}
 
     def _zone_list(self, query):
         items = [{"kind": "compute#zone", "name": z, "status": "UP", "region": self._link(f"regions/{r}"),

@@ -101,3 +101,19 @@ def test_strings_terraform_converts_are_converted(tmp_path):
 def test_a_folder_given_as_the_settings_file_is_named_as_a_folder(tmp_path):
     with pytest.raises(ConfigError, match="is a folder, not a file"):
         config.load(tmp_path, INFRA)
+
+
+def test_every_default_of_the_deployment_is_infras_default():
+    """gantry's Deployment mirrors infra/variables.tf: a default changed there must change here."""
+    import dataclasses
+    import json
+    import re
+
+    text = (INFRA / "variables.tf").read_text()
+    for field in dataclasses.fields(config.Deployment):
+        if field.default is dataclasses.MISSING:
+            continue
+        block = re.search(rf'variable "{field.name}" {{(.*?)\n}}', text, re.S)
+        assert block, f"{field.name} is not a variable of infra/"
+        default = re.search(r"^\s*default\s*=\s*(.+)$", block.group(1), re.M).group(1).strip()
+        assert json.loads(default) == field.default, field.name

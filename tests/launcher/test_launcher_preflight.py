@@ -155,3 +155,21 @@ def test_debug_shows_the_traceback(deployment, tmp_path):
     deployment.write()
     result = run_module(["preflight", "--debug"], deployment.root, isolated_environ(tmp_path))
     assert "Traceback" in result.stderr and "gcloud auth application-default login" in result.stderr
+
+
+def test_a_retired_gpu_image_family_is_a_blocker_that_lists_the_live_ones(cli, deployment, fake):
+    deployment.write(use_gpu=True, gpu_image_family="common-cu128-ubuntu-2204-nvidia-570")
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert ("[FAIL] boot image: image family deeplearning-platform-release/common-cu128-ubuntu-2204-nvidia-570 "
+            "has no live image") in result.stdout
+    assert "Set gpu_image_family in infra/terraform.tfvars" in result.stdout
+    assert "Live families like it: common-cu129-ubuntu-2204-nvidia-580." in result.stdout
+
+
+def test_the_default_images_of_both_paths_are_live(cli, deployment):
+    for use_gpu in (False, True):
+        deployment.write(use_gpu=use_gpu)
+        result = cli("preflight")
+        assert result.status == ExitStatus.OK, result.output
+        assert "[ ok ] boot image:" in result.stdout

@@ -228,16 +228,11 @@ def generic(ctype, name: str, seed: str):
 # issue 16 quotes it (common-cu128-ubuntu-2204-nvidia-570: end of support April 2026), and
 # common-cu129-ubuntu-2204-nvidia-580 as public 2026 deployments name it. Only families with a
 # source are listed; refresh this table when infra/'s defaults change.
-IMAGE_FAMILIES = {
-    "deeplearning-platform-release": {
-        "common-cu129-ubuntu-2204-nvidia-580": "live",  # CUDA 12.9 toolkit, driver 580 (runs CUDA <= 13.0)
-        "common-cu128-ubuntu-2204-nvidia-570": "retired",  # end of support April 2026
-    },
-    "ubuntu-os-cloud": {
-        "ubuntu-2404-lts-amd64": "live",  # infra/'s cpu_image default
-        "ubuntu-2204-lts": "live",
-    },
-}
+# Google's image catalogue as the stand-ins see it (project -> family -> "live" | "retired"); the local
+# Compute server of tests/launcher answers images.getFromFamily from the same file.
+IMAGE_FAMILIES = {project: families for project, families in
+                  json.loads((Path(__file__).with_name("image_families.json")).read_text()).items()
+                  if not project.startswith("_")}
 
 
 class NotFound(Exception):
