@@ -52,9 +52,9 @@ if args[:1] == ["restart"] and args[1].startswith("gantry-agent"):
 '''
 
 
-def startup_script(work_dir: Path, registry_host: str, bucket: str) -> str:
+def startup_script(work_dir: Path, registry_host: str) -> str:
     """The CPU node's startup script exactly as Terraform renders it for the deployment."""
-    return render_startup_script(work_dir, registry_host=registry_host, bucket=bucket, use_gpu=False)
+    return render_startup_script(work_dir, registry_host=registry_host, use_gpu=False)
 
 
 def free_port() -> int:

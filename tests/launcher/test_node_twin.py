@@ -73,7 +73,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         # make apply: the deployment's outputs, its two VMs with the agent and startup script in metadata
         outputs = cluster_outputs(NAMES, master="127.0.0.1", registry_host=registry.host)
         apply_outputs_module(deployment.infra, outputs)
-        script = startup_script(tmp_path, registry.host, outputs["bucket"])
+        script = startup_script(tmp_path, registry.host)
         vms = add_nodes(fake, NAMES)
         for vm in vms:
             vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
