@@ -115,8 +115,7 @@ class Terraform:
 
     # ---- running ----
     def _check_binary(self) -> None:
-        if shutil.which(self.binary) is None:
-            raise TerraformNotFound(f"terraform not found (looked for {self.binary!r} on PATH)", INSTALL_HINT)
+        require_binary(self.binary)
 
     def _captured(self, command: str, *args, **options) -> str:
         self._check_binary()
@@ -144,6 +143,11 @@ class Terraform:
         return code
 
 
+def require_binary(binary: str) -> None:
+    if shutil.which(binary) is None:
+        raise TerraformNotFound(f"terraform not found (looked for {binary!r} on PATH)", INSTALL_HINT)
+
+
 def check_variables(variables_tf: str | Path, var_file: str | Path, binary: str = "terraform") -> list[dict]:
     """Terraform's verdict on a tfvars file, offline: its diagnostics (errors and warnings).
 
@@ -151,8 +155,7 @@ def check_variables(variables_tf: str | Path, var_file: str | Path, binary: str 
     constraint and ``validation`` block of infra/ (the rules live there and nowhere else)
     without providers, state or network; it takes a fraction of a second.
     """
-    if shutil.which(binary) is None:
-        raise TerraformNotFound(f"terraform not found (looked for {binary!r} on PATH)", INSTALL_HINT)
+    require_binary(binary)
     with tempfile.TemporaryDirectory(prefix="gantry-tfvars-") as folder:
         shutil.copy(variables_tf, Path(folder) / "variables.tf")
         plan = python_terraform.Terraform(working_dir=folder, terraform_bin_path=binary)
