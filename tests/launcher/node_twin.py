@@ -141,6 +141,16 @@ class TwinNode:
         path = self.root / "agent.stdout"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def preempt(self, container: str) -> None:
+        """What a Spot preemption leaves: the agent and the trainer gone at once, no final checkpoint; the disk
+        (agent state, pulled image, the stopped container) stays for the next boot."""
+        pid = int((self.root / "agent.pid").read_text())
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        subprocess.run(["docker", "kill", container], capture_output=True, timeout=60, check=False)
+
     def shut_down(self) -> None:
         """SIGTERM to the agent (it stops its container with a checkpoint), then make sure it is gone."""
         pid_file = self.root / "agent.pid"

@@ -1,7 +1,7 @@
 """The user's cloud journey as one piece, with every real part this machine can run.
 
-    make apply -> make build-train -> make run-gcp -> make status / logs -> make stop -> make fetch
-    -> make run-gcp --resume
+    make apply -> make build-train -> make run-gcp -> make status / logs -> a Spot preemption, healed by
+    make status -> make stop -> make fetch -> make run-gcp --resume
 
 Real here: the terraform binary (`terraform output` of the deployment), `gantry build` building
 docker/Dockerfile.cpu and pushing it to a real registry server (Debian's docker-registry), the startup
@@ -75,7 +75,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         apply_outputs_module(deployment.infra, outputs)
         script = startup_script(tmp_path, registry.host)
         vms = add_nodes(fake, NAMES)
-        for vm in vms:
+        for vm in vms:  # Spot VMs that stop when preempted, as infra/ creates them with spot = true
+            vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
             vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
                                        {"key": "startup-script", "value": script}]
 
@@ -136,10 +137,31 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         assert second.status == ExitStatus.ERROR and "run twin on node(s) 0, 1" in second.stderr
 
         phase("a second run-gcp was refused")
+        # Spot preemption of node 1: agent and trainer gone at once, the VM TERMINATED. Node 0's trainer loses its
+        # peer and its agent restarts it; make status starts the stopped Spot VM, it boots again, and both ranks
+        # resume from the run's newest checkpoint and train on.
+        run_dir = bucket / "runs" / "twin"
+        before = steps_in(run_dir)[-1]
+        nodes[1].preempt("gantry-run-twin-1")
+        vms[1]["status"] = "TERMINATED"
+        healed = cli("status", environ=environ)
+        assert healed.status == ExitStatus.OK, healed.output
+        assert "Spot VM TERMINATED during run twin: starting it" in healed.stdout, healed.output
+        assert fake.started == ["gantry-node-1"] and vms[1]["status"] == "RUNNING"
+        rebooted = nodes[1].boot()
+        assert rebooted.returncode == 0, rebooted.stdout + rebooted.stderr
+        wait_until(lambda: "resumed from" in nodes[0].output() and steps_in(run_dir)[-1] > before, timeout=600,
+                   interval=3, what=f"both ranks to resume after the preemption; node 0 said:\n"
+                                    f"{nodes[0].output()[-3000:]}\nnode 1 said:\n{nodes[1].output()[-3000:]}")
+        resumed_at = int(re.search(r"resumed from \S+ at step (\d+)", nodes[0].output()).group(1))
+        assert resumed_at >= before  # from the newest checkpoint, not from scratch
+        wait_until(lambda: all(n.report().get("state") == "running" for n in nodes), timeout=120,
+                   what="both agents to report the trainer running again")
+
+        phase("a preempted Spot node was restarted and the run resumed")
         # make stop: both nodes stop at the same step, with a final checkpoint in the bucket
         stopped = cli("stop", "-y", "--timeout", "300", environ=environ)
         assert stopped.status == ExitStatus.OK, stopped.output + nodes[0].output()[-3000:]
-        run_dir = bucket / "runs" / "twin"
         stopped_at = steps_in(run_dir)[-1]
         for rank, node in enumerate(nodes):
             assert f"rank {rank} finished at step {stopped_at}," in node.output(), node.output()[-3000:]
