@@ -24,8 +24,9 @@ BOOLEAN = {
          "port 2) stay empty")),
     "compute.requireShieldedVm": (
         lambda d: d.use_gpu,
-        ("GPU nodes must boot with Secure Boot, and the NVIDIA driver of the Deep Learning VM image "
-         "is not signed for it: nvidia-smi fails and every GPU node's boot reports an error")),
+        ("every new VM must have Secure Boot on, and GPU nodes are created with it off because the NVIDIA "
+         "driver of the Deep Learning VM image is not signed for it: instance creation is refused, after the "
+         "network, bucket and repository exist")),
 }
 TRUSTED_IMAGES = "compute.trustedImageProjects"
 

@@ -249,9 +249,13 @@ def _check_disk(report: Report, d: Deployment, region: dict, need: float) -> Non
     if disk_type in DISK_METRICS:
         metric = DISK_METRICS[disk_type]
     elif disk_type == "hyperdisk-balanced":
-        # Hyperdisk Balanced capacity has its own regional quota; take the name the API reports.
-        reported = sorted(m for m in region if m.startswith("HYPERDISK_BALANCED") and m.endswith("GB"))
-        metric = reported[0] if reported else "HYPERDISK_BALANCED_TOTAL_GB"
+        # Hyperdisk Balanced capacity has its own regional quota. Its name is not in Google's public Quota.Metric
+        # enum (HYPERDISK_BALANCED_TOTAL_GB in third-party code): take that one when the API reports it, else the
+        # one other capacity metric it reports (never a _HIGH_AVAILABILITY_ one, which C4 boot disks do not use).
+        reported = sorted(m for m in region if m.startswith("HYPERDISK_BALANCED") and m.endswith("_GB")
+                          and "HIGH_AVAILABILITY" not in m)
+        metric = ("HYPERDISK_BALANCED_TOTAL_GB" if "HYPERDISK_BALANCED_TOTAL_GB" in region or not reported
+                  else reported[0])
     else:
         report.add("quota boot disks", WARN, f"not checked: the boot disk type of {d.machine_type} is unknown")
         return

@@ -35,11 +35,13 @@ def test_c4_blocks_only_when_cpus_and_c4_cpus_both_fall_short(cli, deployment, f
 def test_boot_disk_quota_hyperdisk_for_c4_and_ssd_for_n1(cli, deployment, fake):
     region = fake.region_quotas["us-central1"]
     region["HYPERDISK_BALANCED_TOTAL_GB"] = (250, 100)
+    region["HYPERDISK_BALANCED_HIGH_AVAILABILITY_TOTAL_GB"] = (0, 0)  # sorts first; C4 boot disks do not draw on it
     deployment.write(node_count=2, boot_disk_size_gb=100)
     result = cli("preflight")
     assert result.status == ExitStatus.CHECK_FAILED
     assert ("[FAIL] quota HYPERDISK_BALANCED_TOTAL_GB (us-central1): need 200 (2 node(s)), limit 250, in use 100: "
             "short by 50") in result.stdout
+    assert "HIGH_AVAILABILITY" not in result.stdout
     region["SSD_TOTAL_GB"] = (100, 0)
     deployment.write(use_gpu=True, node_count=2, boot_disk_size_gb=100)
     result = cli("preflight")
@@ -75,7 +77,7 @@ def test_gpu_path_checks_shielded_vm_and_the_deep_learning_image_project(cli, de
     deployment.write(use_gpu=True)
     result = cli("preflight")
     assert result.status == ExitStatus.CHECK_FAILED
-    assert "[FAIL] org policy compute.requireShieldedVm: enforced: GPU nodes must boot with Secure Boot" in result.stdout
+    assert "[FAIL] org policy compute.requireShieldedVm: enforced: every new VM must have Secure Boot on" in result.stdout
     assert "trustedImageProjects" not in result.stdout.replace("none of", "")
 
 
