@@ -36,6 +36,23 @@ variable "zone" {
   }
 }
 
+variable "fallback_zones" {
+  description = "Zones of region that `make apply` moves the nodes to, in this order, when zone has no capacity for the shape (a stock-out) and no node exists yet; once nodes exist in one of them, later `make apply`s keep them there until `make destroy`. Read by the launcher only: Terraform places the nodes in zone, which gantry then passes as -var zone=... . Empty: a stock-out stops apply and names the zones that offer the shape."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for z in var.fallback_zones : startswith(z, "${var.region}-") && can(regex("^[a-z]+-[a-z]+[0-9]+-[a-z]$", z))])
+    error_message = "fallback_zones must list zones of region (e.g. [\"us-central1-b\", \"us-central1-c\"] for region us-central1); `make preflight` lists the zones that offer the shape."
+  }
+
+  validation {
+    # Not "and not zone itself": gantry applies a fallback zone as -var zone=..., which must still pass.
+    condition     = length(distinct(var.fallback_zones)) == length(var.fallback_zones)
+    error_message = "fallback_zones must name each zone once."
+  }
+}
+
 variable "deployment_name" {
   description = "Prefix of every resource name and value of the gantry-deployment label on every labelable resource."
   type        = string

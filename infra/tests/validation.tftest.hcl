@@ -12,7 +12,8 @@ run "bad_cpu_path_inputs_fail_their_own_validations" {
 
   variables {
     project_id         = "Not A Project"
-    zone               = "europe-west4-a" # not in region us-central1
+    zone               = "europe-west4-a"   # not in region us-central1
+    fallback_zones     = ["europe-west4-b"] # not in region us-central1 either
     node_count         = 0
     cpu_machine_type   = "c4-highcpu-22" # a C3 shape, not C4
     spot               = true
@@ -24,6 +25,7 @@ run "bad_cpu_path_inputs_fail_their_own_validations" {
   expect_failures = [
     var.project_id,
     var.zone,
+    var.fallback_zones,
     var.node_count,
     var.cpu_machine_type,
     var.termination_action,
@@ -37,13 +39,15 @@ run "bad_gpu_path_inputs_fail_their_own_validations" {
 
   variables {
     use_gpu           = true
-    gpu_machine_type  = "c4-highcpu-16" # a T4 attaches only to N1
-    accelerator_count = 3               # 1, 2 or 4
+    gpu_machine_type  = "c4-highcpu-16"                    # a T4 attaches only to N1
+    accelerator_count = 3                                  # 1, 2 or 4
+    fallback_zones    = ["us-central1-b", "us-central1-b"] # named twice
   }
 
   expect_failures = [
     var.gpu_machine_type,
     var.accelerator_count,
+    var.fallback_zones,
   ]
 }
 

@@ -5,8 +5,9 @@ and the post-destroy inventory check exactly what `terraform apply` will create.
 variable names and defaults mirror infra/variables.tf.
 
 The parser reads the tfvars subset people write by hand: ``key = value`` lines with
-strings, numbers and booleans, ``#`` and ``//`` comments. Lists and maps (e.g. extra
-labels) are skipped, not rejected: gantry never needs them and Terraform reads them.
+strings, numbers and booleans, ``#`` and ``//`` comments, and lists of strings (fallback_zones).
+Maps and heredocs (e.g. extra labels) are skipped, not rejected: gantry never needs them and
+Terraform reads them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Deployment:
     project_id: str
     region: str = "us-central1"
     zone: str = "us-central1-a"
+    fallback_zones: tuple[str, ...] = ()  # where `make apply` moves on a stock-out in zone (gantry.cli.apply)
     deployment_name: str = "gantry"
     use_gpu: bool = False  # false: C4 CPU nodes; true: N1 + NVIDIA T4 nodes
     node_count: int = 1  # 1 = single node; master + workers beyond
@@ -78,7 +80,7 @@ def load(path: Path, infra_dir: Path | None = None) -> Deployment:
     check(path, infra_dir)
     values = parse_tfvars(path.read_text(), str(path))
     known = {f.name: f for f in fields(Deployment)}
-    settings = {k: _coerce(k, v, known[k].type, path) for k, v in values.items() if k in known}
+    settings = {k: _coerce(k, v, known[k].type, path) for k, v in values.items() if k in known and v is not None}
     return Deployment(**settings)
 
 
@@ -141,6 +143,8 @@ _TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
 
 def _coerce(name, value, type_name, path):
     kind = str(type_name)
+    if kind.startswith("tuple"):  # a list of strings; Terraform has checked its type (check)
+        return tuple(str(item) for item in value)
     if isinstance(value, str) and kind == "bool" and value in ("true", "false"):
         return value == "true"
     if isinstance(value, str) and kind in ("int", "float") and _NUMBER.match(value):
@@ -159,7 +163,7 @@ _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
 def parse_tfvars(text: str, source: str = "terraform.tfvars") -> dict[str, object]:
-    """Parse ``key = value`` lines. Complex values (lists, maps, heredocs) map to None."""
+    """Parse ``key = value`` lines. Lists of strings map to lists; maps and heredocs to None."""
     values: dict[str, object] = {}
     lines = text.splitlines()
     i = 0
@@ -174,8 +178,9 @@ def parse_tfvars(text: str, source: str = "terraform.tfvars") -> dict[str, objec
                               'Write one setting per line as key = value (strings in "double quotes").')
         key, raw = match.group(1), match.group(2).strip()
         if raw[:1] in "[{" or raw.startswith("<<"):
-            i = _skip_block(lines, i, raw)
-            values[key] = None
+            end = _skip_block(lines, i, raw)
+            values[key] = _string_list([raw, *lines[i:end]]) if raw.startswith("[") else None
+            i = end
             continue
         values[key] = _scalar(raw, f"{source}:{lineno}", key)
     return values
@@ -194,6 +199,17 @@ def _scalar(raw: str, where: str, key: str):
         return float(raw) if any(c in raw for c in ".eE") else int(raw)
     raise ConfigError(f"{where}: cannot read the value of {key}: {raw}",
                       'Use a quoted string, a number, or true/false (e.g. zone = "us-central1-a").')
+
+
+def _string_list(block: list[str]) -> list[str] | None:
+    """A list of strings and numbers written over one or more lines (HCL allows a trailing comma), else None."""
+    text = re.sub(r",\s*]", "]", " ".join(_strip_comment(line) for line in block))
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    ok = isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+    return value if ok else None
 
 
 def _strip_comment(line: str) -> str:

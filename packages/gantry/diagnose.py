@@ -26,12 +26,14 @@ def is_stockout(output: str) -> bool:
     return "ZONE_RESOURCE_POOL_EXHAUSTED" in text or "does not have enough resources available" in text
 
 
-def explain(output: str, deployment: Deployment, zones_offering: list[str] | None = None) -> str | None:
+def explain(output: str, deployment: Deployment, zones_offering: list[str] | None = None,
+            tried: list[str] = ()) -> str | None:
     """A paragraph (what happened + what to do) for a recognised failure, else None. ``zones_offering``:
-    the zones that offer the shape (preflight.zones_offering), for a stock-out where Google named none."""
+    the zones that offer the shape (preflight.zones_offering), for a stock-out where Google named none;
+    ``tried``: the zones apply already tried (zone, then fallback_zones), never suggested again."""
     text = _unwrapped(output)
     if is_stockout(output):
-        return _stockout(text, deployment, zones_offering)
+        return _stockout(text, deployment, zones_offering, list(tried))
     if "QUOTA_EXCEEDED" in text or _QUOTA.search(text):
         return _quota(text, deployment)
     if propagation.DISABLED.search(text):
@@ -42,12 +44,13 @@ def explain(output: str, deployment: Deployment, zones_offering: list[str] | Non
     return None
 
 
-def _stockout(text: str, d: Deployment, zones_offering: list[str] | None) -> str:
+def _stockout(text: str, d: Deployment, zones_offering: list[str] | None, tried: list[str]) -> str:
     failing = re.search(r"zones/([a-z]+-[a-z]+\d+-[a-z])", text)
     zone = failing.group(1) if failing else d.zone
     shape = d.machine_type + (f" + {d.accelerator_type}" if d.use_gpu else "")
-    others = sorted({z for z in _ZONE.findall(text) if z != zone})
-    region_zones = [z for z in zones_offering or [] if z.startswith(d.region + "-") and z != zone]
+    spent = {zone, *tried}
+    others = sorted({z for z in _ZONE.findall(text) if z not in spent})
+    region_zones = [z for z in zones_offering or [] if z.startswith(d.region + "-") and z not in spent]
     if others:
         advice = (f"Google named zones with capacity: {', '.join(others)}. Set zone = \"{others[0]}\" in "
                   "infra/terraform.tfvars and run `make apply` again.")
@@ -58,7 +61,8 @@ def _stockout(text: str, d: Deployment, zones_offering: list[str] | None) -> str
         advice = ("Try another zone of the region (`make preflight` lists the zones that offer the shape), "
                   "set zone in infra/terraform.tfvars and run `make apply` again, or retry later.")
     spot = " Spot capacity is scarcer than on-demand; spot = false may get a VM sooner." if d.spot else ""
-    return (f"Stock-out: zone {zone} has no capacity for {shape} right now (ZONE_RESOURCE_POOL_EXHAUSTED). "
+    where = (f"zones {', '.join(tried)} (zone, then fallback_zones) have" if len(tried) > 1 else f"zone {zone} has")
+    return (f"Stock-out: {where} no capacity for {shape} right now (ZONE_RESOURCE_POOL_EXHAUSTED). "
             "This is Google's capacity, not your quota or configuration. " + advice + spot)
 
 

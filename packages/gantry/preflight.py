@@ -94,8 +94,11 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
         raise _Stop
 
     shape_ok = _check_shape(report, d, compute, d.zone)
+    offering = zones_offering(d, compute) if not shape_ok or d.fallback_zones else []
     if not shape_ok:
-        report.checks[-1].fixes.append(where_else(d, zones_offering(d, compute)))
+        report.checks[-1].fixes.append(where_else(d, offering))
+    if d.fallback_zones:
+        _check_fallback_zones(report, d, offering)
     _check_image(report, d, compute)
 
     region = compute.regions.get(project=d.project_id, region=d.region)
@@ -153,6 +156,19 @@ def _check_image(report: Report, d: Deployment, compute: Compute) -> None:
                    f"--project {d.image_project} --no-standard-images` lists them all.")
         return
     report.add("boot image", OK, f"{d.image_project}/{d.image_family} -> {image.name}")
+
+
+def _check_fallback_zones(report: Report, d: Deployment, offering: list[str]) -> None:
+    """A stock-out would move the nodes to these zones (gantry.cli.apply): each must offer the shape."""
+    shape = d.machine_type + (f" + {d.accelerator_count} x {d.accelerator_type}" if d.use_gpu else "")
+    lacking = [z for z in d.fallback_zones if z not in offering]
+    if not lacking:
+        report.add("fallback zones", OK, f"{', '.join(d.fallback_zones)} offer {shape}")
+        return
+    here = [z for z in offering if z.startswith(d.region + "-") and z != d.zone]
+    report.add("fallback zones", WARN, f"{', '.join(lacking)} of fallback_zones do not offer {shape}: a stock-out "
+               "that moves there fails", f"Remove them from fallback_zones in infra/terraform.tfvars; zones of "
+               f"{d.region} that offer {shape}: {', '.join(here) or 'none besides zone'}.")
 
 
 def zones_offering(d: Deployment, compute: Compute) -> list[str]:

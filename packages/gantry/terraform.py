@@ -87,10 +87,12 @@ class Terraform:
             var_file=_absolute(var_file), **io), ok_codes=(0, 2))
         return code == 2
 
-    def apply(self, var_file: str | Path) -> None:
-        """terraform apply -auto-approve -var-file=... (no interactive approval)."""
+    def apply(self, var_file: str | Path, overrides: dict[str, str] | None = None) -> None:
+        """terraform apply -auto-approve -var-file=... [-var=NAME=VALUE ...] (no interactive approval);
+        ``overrides`` win over the file's values (gantry.cli.apply's zone after a stock-out)."""
+        extra = {"var": [f"{name}={value}" for name, value in overrides.items()]} if overrides else {}
         self._streamed("apply", lambda **io: self._tf.apply(
-            skip_plan=True, var_file=_absolute(var_file), **io))
+            skip_plan=True, var_file=_absolute(var_file), **extra, **io))
 
     def destroy(self, var_file: str | Path) -> None:
         """terraform destroy -auto-approve -var-file=... (destroy() would pass -force)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -36,7 +37,7 @@ class Deployment:
         lines = []
         for key, value in settings.items():
             text = ("true" if value else "false") if isinstance(value, bool) else \
-                (f'"{value}"' if isinstance(value, str) else str(value))
+                (f'"{value}"' if isinstance(value, str) else json.dumps(value) if isinstance(value, list) else str(value))
             lines.append(f"{key} = {text}")
         self.tfvars.write_text("\n".join(lines) + "\n")
         return self.tfvars

@@ -1,7 +1,10 @@
 """gantry apply: preflight (fake Compute API), then the real terraform on the provider-free module."""
 
+import json
+
 import pytest
 from gantry.status import ExitStatus
+from gantry.terraform import Terraform
 from launcher_helpers import needs_terraform
 
 pytestmark = [pytest.mark.terraform, needs_terraform,
@@ -63,6 +66,64 @@ def test_a_stockout_when_compute_cannot_say_where_else_points_at_preflight(cli, 
     fake.errors["/aggregated/"] = (403, "forbidden", denied)
     error = last_line(cli("apply", "--skip-preflight").stderr)
     assert "`make preflight` lists the zones that offer the shape" in error
+
+
+def node_ids(deployment) -> dict[int, str]:
+    """The fixture's node resources in state, by index: a replaced node gets a new id."""
+    state = json.loads(deployment.state_file().read_text())
+    nodes = next(r for r in state["resources"] if r["type"] == "terraform_data" and r["name"] == "node")
+    return {i["index_key"]: i["attributes"]["id"] for i in nodes["instances"]}
+
+
+def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_there(cli, deployment):
+    deployment.write(fallback_zones=["us-central1-b", "us-central1-c"],
+                     stocked_out_zones=["us-central1-a", "us-central1-b"])
+    result = cli("apply")
+    assert result.status == ExitStatus.OK, result.output
+    out = result.stdout
+    assert "[ ok ] fallback zones: us-central1-b, us-central1-c offer c4-highcpu-16" in out
+    assert out.index("Stock-out: zone us-central1-a has no capacity for c4-highcpu-16 right now. Moving to "
+                     "us-central1-b (fallback_zones)") < out.index("Stock-out: zone us-central1-b") < \
+        out.index("Created 1 x c4-highcpu-16 (on-demand) in us-central1-c")
+    assert "later `make apply`s keep them there until `make destroy`" in out
+    assert Terraform(deployment.infra).outputs()["zone"] == "us-central1-c"
+    placed = node_ids(deployment)
+
+    # zone has capacity again and the user adds a node: node 0 stays in us-central1-c, not recreated in -a
+    deployment.write(node_count=2, fallback_zones=["us-central1-b", "us-central1-c"])
+    grown = cli("apply")
+    assert grown.status == ExitStatus.OK, grown.output
+    assert "The nodes are in us-central1-c, where a stock-out in us-central1-a moved them" in grown.stdout
+    assert Terraform(deployment.infra).outputs()["zone"] == "us-central1-c"
+    assert node_ids(deployment)[0] == placed[0] and len(node_ids(deployment)) == 2
+
+
+def test_when_every_zone_is_stocked_out_none_of_them_is_suggested(cli, deployment):
+    deployment.write(fallback_zones=["us-central1-b", "us-central1-c"],
+                     stocked_out_zones=["us-central1-a", "us-central1-b", "us-central1-c"])
+    result = cli("apply")
+    assert result.status == ExitStatus.ERROR
+    error = last_line(result.stderr)
+    assert error.startswith("gantry: error: terraform apply failed. Stock-out: zones us-central1-a, us-central1-b, "
+                            "us-central1-c (zone, then fallback_zones) have no capacity for c4-highcpu-16")
+    assert 'Set zone = "' not in error and "`make preflight` lists the zones" in error
+    assert "Half-applied:" in error
+
+
+def test_only_a_stockout_moves_zones(cli, deployment):
+    deployment.write(fallback_zones=["us-central1-b"], fail_with=QUOTA)
+    result = cli("apply")
+    assert result.status == ExitStatus.ERROR
+    assert "Moving to" not in result.stdout and "Quota: quota NVIDIA_T4_GPUS" in last_line(result.stderr)
+
+
+def test_preflight_warns_of_a_fallback_zone_without_the_shape(cli, deployment):
+    deployment.write(fallback_zones=["us-central1-f"])  # N1 and T4s only: no C4
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert ("[warn] fallback zones: us-central1-f of fallback_zones do not offer c4-highcpu-16: a stock-out that "
+            "moves there fails") in result.stdout
+    assert "zones of us-central1 that offer c4-highcpu-16: us-central1-b, us-central1-c" in result.stdout
 
 
 def test_quota_exceeded_during_apply(cli, deployment):

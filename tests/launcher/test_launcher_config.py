@@ -33,13 +33,21 @@ def test_reads_strings_numbers_bools_and_skips_comments(tmp_path):
     assert d.labels_filter == 'labels.gantry-deployment = "run-1"'
 
 
-def test_the_parser_skips_lists_maps_and_heredocs():
+def test_the_parser_reads_lists_of_strings_and_skips_maps_and_heredocs():
     values = config.parse_tfvars(
         'labels = {\n  team = "rl" # a map gantry does not need\n  tier = "dev"\n}\n'
-        'extra_tags = ["a",\n "b"]\n'
+        'fallback_zones = ["us-central1-b", # first\n "us-central1-c",\n]\n'
+        'nested = [["a"]]\n'
         'startup = <<EOT\necho hi\nEOT\n'
         'spot = true\n')
-    assert values == {"labels": None, "extra_tags": None, "startup": None, "spot": True}
+    assert values == {"labels": None, "fallback_zones": ["us-central1-b", "us-central1-c"], "nested": None,
+                      "startup": None, "spot": True}
+
+
+def test_fallback_zones_load_as_a_tuple(tmp_path):
+    path = tmp_path / "terraform.tfvars"
+    path.write_text('project_id = "my-project"\nfallback_zones = ["us-central1-b", "us-central1-c"]\n')
+    assert config.load(path, INFRA).fallback_zones == ("us-central1-b", "us-central1-c")
 
 
 def test_defaults_match_the_infra_variables(tmp_path):
@@ -116,4 +124,5 @@ def test_every_default_of_the_deployment_is_infras_default():
         block = re.search(rf'variable "{field.name}" {{(.*?)\n}}', text, re.S)
         assert block, f"{field.name} is not a variable of infra/"
         default = re.search(r"^\s*default\s*=\s*(.+)$", block.group(1), re.M).group(1).strip()
-        assert json.loads(default) == field.default, field.name
+        expected = json.loads(default)
+        assert (tuple(expected) if isinstance(expected, list) else expected) == field.default, field.name

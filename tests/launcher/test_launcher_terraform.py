@@ -41,7 +41,8 @@ def test_init_plan_apply_output_destroy(module, tmp_path):
     assert "4 to add" in out.getvalue()
     tf.apply(var_file)
     assert "Apply complete! Resources: 4 added" in out.getvalue()
-    assert tf.outputs() == {"bucket": "demo-project-gantry-runs", "node_names": ["gantry-node-0", "gantry-node-1"]}
+    assert tf.outputs() == {"bucket": "demo-project-gantry-runs", "node_names": ["gantry-node-0", "gantry-node-1"],
+                            "zone": "us-central1-a"}
     assert tf.plan(var_file) is False  # nothing left to do
     assert len(tf.state_list()) == 4
     tf.destroy(var_file)

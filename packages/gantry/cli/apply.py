@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from gantry import config, cost, diagnose, preflight, propagation
 from gantry.cli import preflight as preflight_cli
@@ -19,8 +20,11 @@ Create (or update) the deployment in infra/terraform.tfvars: run preflight, then
 then on the nodes bill by the hour until `make destroy` (or until max_run_hours, when
 it is set). Running it again is safe: Terraform only changes what differs.
 
-If apply fails half-way (a stock-out, a quota), what Terraform already created is
-listed: run `make apply` again once fixed, or `make destroy` to remove it.
+A stock-out (zone has no capacity for the shape) moves the nodes to the next zone of
+fallback_zones, while no node exists yet; once they exist there, later applies keep
+them there until `make destroy`. If apply fails half-way (a stock-out with no zone
+left, a quota), what Terraform already created is listed: run `make apply` again once
+fixed, or `make destroy` to remove it.
 
 examples:
   gantry apply
@@ -46,14 +50,16 @@ def run(args, env) -> ExitStatus:
     tf = Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr)
     env.say("", f"== terraform init ({tf.working_dir}) ==")
     tf.init()
+    zones = _zones_to_try(deployment, tf.outputs(), env)
     env.say("", f"== terraform apply -var-file={args.var_file} ==")
-    try:
-        _apply(tf, args.var_file, env)
-    except TerraformError as error:
-        raise _explained(error, deployment, tf, env) from error
+    placed = _apply_in_zones(tf, args.var_file, deployment, zones, env)
     outputs = tf.outputs()
     estimate = cost.estimate(deployment)
-    env.say("", f"Created {deployment.describe()}.")
+    env.say("", f"Created {replace(deployment, zone=placed).describe()}.")
+    if placed != deployment.zone:
+        env.say(f"  zone {deployment.zone} had no capacity, so the nodes are in {placed} (fallback_zones); later "
+                "`make apply`s keep them there until `make destroy` (with terraform itself, pass "
+                f"-var zone={placed}).")
     for key in ("node_names", "bucket", "image_repository_url"):
         if key in outputs:
             env.say(f"  {key}: {outputs[key]}")
@@ -64,10 +70,40 @@ def run(args, env) -> ExitStatus:
     return ExitStatus.OK
 
 
-def _apply(tf: Terraform, var_file, env) -> None:
+def _zones_to_try(d, outputs: dict, env) -> list[str]:
+    """The zones apply tries, in order. Without nodes: zone, then fallback_zones. Nodes that exist stay where
+    they are (moving them would recreate them mid-run): in the fallback zone a stock-out moved them to, else
+    in zone (a zone the user changed by hand is theirs to move to)."""
+    if not outputs.get("node_names"):
+        return [d.zone, *(z for z in d.fallback_zones if z != d.zone)]
+    where = outputs.get("zone")
+    if where != d.zone and where in d.fallback_zones:
+        env.say(f"The nodes are in {where}, where a stock-out in {d.zone} moved them (fallback_zones): applying "
+                "there. To move them to zone, `make destroy` first.")
+        return [where]
+    return [d.zone]
+
+
+def _apply_in_zones(tf: Terraform, var_file, d, zones: list[str], env) -> str:
+    """Apply in the first of ``zones`` with capacity; return it. Only a stock-out moves on to the next zone."""
+    shape = d.machine_type + (f" + {d.accelerator_type}" if d.use_gpu else "")
+    for n, zone in enumerate(zones):
+        try:
+            _apply(tf, var_file, env, {"zone": zone} if zone != d.zone else None)
+            return zone
+        except TerraformError as error:
+            if n + 1 < len(zones) and diagnose.is_stockout(error.output):
+                env.say("", f"Stock-out: zone {zone} has no capacity for {shape} right now. Moving to "
+                            f"{zones[n + 1]} (fallback_zones) and applying again.", "")
+                continue
+            raise _explained(error, replace(d, zone=zone), tf, env, tried=zones[:n + 1]) from error
+    raise AssertionError("unreachable: the last zone either applied or raised")
+
+
+def _apply(tf: Terraform, var_file, env, overrides: dict[str, str] | None) -> None:
     """terraform apply, once more after a wait when a fresh project's APIs or IAM are still propagating."""
     try:
-        tf.apply(var_file)
+        tf.apply(var_file, overrides)
     except TerraformError as error:
         why = propagation.reason(error.output)
         if why is None:
@@ -75,7 +111,7 @@ def _apply(tf: Terraform, var_file, env) -> None:
         wait = propagation.wait_s(env.environ)
         env.say("", f"Applying once more in {wait:.0f} s: {why}.")
         time.sleep(wait)
-        tf.apply(var_file)
+        tf.apply(var_file, overrides)
 
 
 def _zones_offering(deployment, env) -> list[str] | None:
@@ -88,10 +124,10 @@ def _zones_offering(deployment, env) -> list[str] | None:
         return None
 
 
-def _explained(error: TerraformError, deployment, tf: Terraform, env) -> TerraformError:
+def _explained(error: TerraformError, deployment, tf: Terraform, env, tried: list[str]) -> TerraformError:
     """One paragraph: what failed, in the user's terms, and what Terraform left behind."""
     known = diagnose.explain(error.output, deployment, _zones_offering(deployment, env) if
-                             diagnose.is_stockout(error.output) else None)
+                             diagnose.is_stockout(error.output) else None, tried)
     what = f"terraform apply failed. {known.rstrip('.')}" if known else error.what
     try:
         created = tf.state_list()
