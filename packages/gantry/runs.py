@@ -220,12 +220,19 @@ def require_nodes(statuses: list[NodeStatus]) -> None:
 
 
 def restart_preempted(compute: Compute, cluster: Cluster, statuses: list[NodeStatus],
-                      say: Callable[[str], None]) -> list[Node]:
+                      say: Callable[[str], None], environ: Mapping[str, str]) -> list[Node]:
     """Start the Spot nodes that stopped while their run spec says start (preempted, or powered off by their agent
-    while a peer was gone); their agents start the trainer again and it resumes from the run's newest checkpoint."""
+    while a peer was gone); their agents start the trainer again and it resumes from the run's newest checkpoint.
+    A run that reached its budget is over: its nodes powered off idle, and starting them would only bill."""
     started = []
+    ended: dict[str, bool] = {}
     for s in statuses:
         if s.spot and s.vm in STOPPED_STATES and s.spec is not None and s.spec.action == "start":
+            run_id = s.spec.run_id
+            if run_id not in ended:
+                ended[run_id] = run_ended(cluster.run_url(run_id, environ))
+            if ended[run_id]:
+                continue
             say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it; "
                 "the run resumes from its newest checkpoint")
             compute.instances.start(project=cluster.project, zone=s.node.zone, instance=s.node.name).result()
@@ -260,25 +267,41 @@ def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
     return active
 
 
-def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
-    """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
+def _records_newest_first(run_url: str):
+    """The run's stats.jsonl records, newest first; none when the bucket has no such file (yet)."""
     import fsspec
-    from selfplay.stats import eval_figures
 
     try:
         with fsspec.open(f"{run_url}/stats.jsonl", "r") as stats:
             lines = stats.read().splitlines()
     except (FileNotFoundError, OSError):
-        return None
+        return
     for line in reversed(lines):
         try:
             record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict):
+            yield record
+
+
+def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
+    """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
+    from selfplay.stats import eval_figures
+
+    for record in _records_newest_first(run_url):
         errors = eval_figures(record)
         if errors:
             return int(record.get("step", 0)), errors
     return None
+
+
+def run_ended(run_url: str) -> bool:
+    """Whether the run reached its budget: its newest stats.jsonl record is the trainer's end record."""
+    from selfplay.stats import END
+
+    newest = next(_records_newest_first(run_url), None)
+    return newest is not None and newest.get("kind") == END
 
 
 def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:

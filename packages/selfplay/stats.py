@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 EVAL = "eval"  # namespace of evaluation figures
+# Kind of the record a run writes when it reached its budget (max_steps / max_minutes): the run is over, and
+# `gantry status` leaves a Spot node that stopped after it off instead of starting it to resume.
+END = "end"
 
 
 def eval_key(test_set: str, measure: str) -> str:

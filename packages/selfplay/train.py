@@ -38,7 +38,7 @@ from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
 from .rundir import RunDir
-from .stats import RunLog, progress_line
+from .stats import END, RunLog, progress_line
 from .weights import SharedWeights, flat_float_state
 
 log = logging.getLogger("selfplay")
@@ -121,6 +121,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     window = MetricsWindow(counters)
     ready_step = False
     lost: RuntimeError | None = None
+    out_of_time = False
     try:
         selfplay.pool.start()
         while True:
@@ -165,6 +166,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     finally:
         selfplay.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
         evals.close()
+    if out_of_time and lost is None:  # before the final save, which carries stats.jsonl to the bucket
+        runlog.record(step, {"reason": "max_steps" if cfg.run.max_steps and step >= cfg.run.max_steps
+                             else "max_minutes"}, kind=END)
     # reached on a clean stop and on a lost rank: the state is consistent at `step`, because a failed
     # all-reduce never reaches the optimizer
     save(final=True)

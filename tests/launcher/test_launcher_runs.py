@@ -3,6 +3,7 @@ an outputs-only module and a file:// directory standing in for the bucket."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
@@ -207,6 +208,32 @@ def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, wor
     assert cli("stop", "-y", "--no-wait", environ=world["environ"]).status == ExitStatus.OK
     world["vms"][1]["status"] = "TERMINATED"
     assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
+
+
+def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake, world):
+    # Run r2 reached max_steps (the trainer's end record is the newest in the bucket); node 1 then powered off
+    # idle, its spec still saying start. Starting it would only bill until the next idle shutdown.
+    from selfplay.stats import END, RunLog
+
+    assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
+    for vm in world["vms"]:
+        vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
+    world["vms"][1]["status"] = "TERMINATED"
+    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
+    log.record(500, {"losses/total": 1.0})
+    log.record(500, {"reason": "max_steps"}, kind=END)
+    log.close()
+    fake.started.clear()
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert fake.started == [] and "starting it" not in result.stdout
+
+    # the same run resumed with a larger budget trains on: its newest record is no longer the end, so a
+    # preemption is healed again
+    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
+    log.record(520, {"losses/total": 0.9})
+    log.close()
+    assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == ["gantry-node-1"]
 
 
 def test_run_and_status_name_make_apply_when_google_deleted_the_nodes(cli, fake, world):

@@ -31,7 +31,7 @@ def follow(compute, cluster, run_id: str, env, interval: float) -> ExitStatus:
         while True:
             statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
             runs.require_nodes(statuses)
-            if runs.restart_preempted(compute, cluster, statuses, env.say):
+            if runs.restart_preempted(compute, cluster, statuses, env.say, env.environ):
                 statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
             for status in statuses:
                 key = (status.state, status.report.get("run"), status.report.get("detail"))
