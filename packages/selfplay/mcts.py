@@ -39,9 +39,12 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None):
+                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
+        # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
+        self.encode = encode or game.encode
         self.c_puct = c_puct
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
@@ -65,7 +68,7 @@ class BatchedMCTS:
 
         states[:, 0] = roots
         legal = game.legal_mask(roots)
-        logits, net_value = self.evaluate(game.encode(roots))
+        logits, net_value = self.evaluate(self.encode(roots))
         root_prior = masked_softmax(logits, legal)
         prior[:, 0] = root_prior
         if add_noise:
@@ -126,7 +129,7 @@ class BatchedMCTS:
                 to_eval = ~step.terminal
                 if to_eval.any():
                     eval_games, eval_idx, eval_states = new_games[to_eval], idx[to_eval], step.states[to_eval]
-                    logits, values = self.evaluate(game.encode(eval_states))
+                    logits, values = self.evaluate(self.encode(eval_states))
                     prior[eval_games, eval_idx] = masked_softmax(logits, game.legal_mask(eval_states))
                     leaf_value[eval_games] = values
                     evals += len(eval_games)
