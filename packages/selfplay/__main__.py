@@ -1,8 +1,9 @@
-"""``python -m selfplay {train,launch,eval}``: the trainer's command line.
+"""``python -m selfplay {train,launch,eval,arena}``: the trainer's command line.
 
     python -m selfplay train --config connect4 --run.dir=runs/c4 --search.simulations=100
     NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.2 python -m selfplay launch --config connect4
     python -m selfplay eval --checkpoint runs/c4 --positions 1000
+    python -m selfplay arena --checkpoint runs/c4 --games 100 --baselines random,greedy,minimax5,mcts1000
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+DEFAULT_BASELINES = "random,greedy,minimax5,mcts1000"  # AlphaZero.jl's Connect Four baselines (see players.py)
 
 
 def resolve_config(name_or_path: str) -> Path:
@@ -182,6 +184,46 @@ def cmd_eval(args, _overrides) -> int:
     return 0
 
 
+def cmd_arena(args, _overrides) -> int:
+    import torch
+
+    from . import arena, checkpoint
+    from .config import ConfigError
+    from .games import make_game
+    from .players import network_player
+    from .stats import RunLog
+
+    if args.games < 2 or args.previous < 0 or args.opening_plies < 0 or args.simulations < 0:
+        raise ConfigError("--games must be >= 2, --previous, --opening-plies and --simulations >= 0: fix the flag")
+    path = checkpoint.resolve(args.checkpoint)
+    payload = checkpoint.load(path)
+    game = make_game(payload["config"]["game"]["name"])
+    try:
+        baselines = arena.parse_baselines(game, args.baselines)
+    except ValueError as e:
+        raise ConfigError(f"--baselines: {e}") from None
+    torch.set_num_threads(args.threads)
+    sims = args.simulations or payload["config"].get("eval", {}).get("simulations", 25)
+    step = int(payload["step"])
+    newest = network_player(game, payload, sims, arena.step_name(step), args.precision)
+    earlier = [p for p in checkpoint.list_checkpoints(path.parent) if int(checkpoint.NAME.match(p.name)[1]) < step]
+    previous = []
+    for p in earlier[-args.previous:] if args.previous else []:
+        before = checkpoint.load(p)
+        previous.append(network_player(game, before, sims, arena.step_name(int(before["step"])), args.precision))
+    print(f"arena: {path} (step {step}, {game.name}) at {sims} simulations/move, {args.games} games a pairing")
+    result = arena.run_arena(game, newest, step, baselines, previous, args.games, sims, args.opening_plies,
+                             args.seed, say=lambda line: print(line, flush=True))
+    print(arena.format_table(result))
+    runlog = RunLog(path.parent, stream=sys.stdout)
+    try:
+        runlog.record(step, arena.summary(result), kind="arena")
+    finally:
+        runlog.close()
+    print(f"arena record written to {path.parent / 'stats.jsonl'} (step {step})")
+    return 0
+
+
 def _settings_help() -> str:
     """Every section and key, for `selfplay train --help`; defaults, ranges and meanings are in config.py."""
     import dataclasses
@@ -215,8 +257,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
     p.add_argument("--json", default="", help="also write the results here")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p = sub.add_parser("arena", help="play a checkpoint against baselines and earlier checkpoints: W/D/L and Elo",
+                       description=("The newest checkpoint (or the file named) plays every baseline and its --previous "
+                                    "predecessors, the baselines play each other; prints W/D/L, scores with Wilson "
+                                    "95%% intervals and an Elo ladder (random = 0), and appends an 'arena' record to "
+                                    "the run's stats.jsonl and TensorBoard."),
+                       epilog="example: python -m selfplay arena --checkpoint runs/c4 --games 100 --previous 2")
+    p.add_argument("--checkpoint", required=True, help="a ckpt-*.pt file or a run directory (its newest)")
+    p.add_argument("--games", type=int, default=100, help="games per pairing, half with each side first (default 100)")
+    p.add_argument("--baselines", default=DEFAULT_BASELINES,
+                   help=(f"comma-separated: random, greedy, minimax<depth>, mcts<simulations> (default "
+                         f"{DEFAULT_BASELINES}); random always plays: it anchors the ladder at 0"))
+    p.add_argument("--simulations", type=int, default=0,
+                   help="MCTS simulations per move of the checkpoints (default: the run's eval.simulations)")
+    p.add_argument("--previous", type=int, default=2, help="earlier checkpoints of the run to play (default 2)")
+    p.add_argument("--opening-plies", type=int, default=2,
+                   help="random moves opening each pair of games, so deterministic players' games differ (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the openings, tie-breaks and rollouts")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     args, overrides = parser.parse_known_args(argv)
-    if args.command == "eval" and overrides:
+    if args.command in ("eval", "arena") and overrides:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -224,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
     from .evaluate import EvalError
     try:
-        return {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval}[args.command](args, overrides)
+        commands = {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval, "arena": cmd_arena}
+        return commands[args.command](args, overrides)
     except ConfigError as e:
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 EVAL = "eval"  # namespace of evaluation figures
+ARENA = "arena"  # namespace (and record kind) of arena figures
 # Kind of the record a run writes when it reached its budget (max_steps / max_minutes): the run is over, and
 # `gantry status` leaves a Spot node that stopped after it off instead of starting it to resume.
 END = "end"
@@ -31,6 +32,32 @@ def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
         test_set, _, kind = rest.rpartition("/")
         if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
             figures[test_set] = float(value)
+    return figures
+
+
+def arena_key(opponent: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>.
+
+    An "arena" record holds, for the newest checkpoint of the run (the record's step):
+    arena/elo, arena/elo_sd (its Elo on the ladder where random = 0, and the standard error),
+    arena/games, arena/simulations, and for every opponent (random, greedy, minimax<k>, mcts<n>,
+    earlier checkpoints as step-<N>): arena/<opponent>/elo, and the newest's results against it,
+    arena/<opponent>/wins, draws, losses, score ((W + D/2) / games), score_low and score_high
+    (Wilson 95% interval on the score).
+    """
+    return f"{ARENA}/{opponent}/{measure}"
+
+
+def arena_figures(record: dict) -> dict[str, dict[str, float]]:
+    """{opponent: {measure: value}} of an arena record (empty for other records)."""
+    figures: dict[str, dict[str, float]] = {}
+    if record.get("kind") != ARENA:
+        return figures
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        opponent, _, measure = rest.rpartition("/")
+        if namespace == ARENA and opponent and isinstance(value, (int, float)):
+            figures.setdefault(opponent, {})[measure] = float(value)
     return figures
 
 

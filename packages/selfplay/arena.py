@@ -1,0 +1,166 @@
+"""The arena: a checkpoint against solver-free baselines and earlier checkpoints, scored and put on an Elo ladder.
+
+    python -m selfplay arena --checkpoint runs/c4 --games 100 --baselines random,greedy,minimax5,mcts1000
+
+Who plays whom: the newest checkpoint plays every other player (the baselines and its ``previous``
+predecessors in the run), and the baselines play each other, so the ladder's scale is anchored at
+``random`` = 0 by more than one path. Every pairing plays an even number of games in pairs: both
+games of a pair start from the same random opening (``opening_plies`` uniformly random moves,
+played for both sides) and swap who moves first, so colour and opening luck cancel out. After the
+opening every player plays its own way (the networks deterministically: the most visited move).
+One seed makes the whole arena reproducible.
+
+The result is written as one stats.jsonl record of kind "arena" (and the same keys to
+TensorBoard) through RunLog; its shape is documented in stats.arena_key.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import elo
+from .games import Game
+from .players import RandomPlayer, baseline, network_player, random_moves
+from .stats import arena_key
+
+
+def play_match(game: Game, a, b, games: int, opening_plies: int, rng: np.random.Generator) -> tuple[int, int, int]:
+    """(a's wins, draws, a's losses) over ``games`` (rounded up to even) in lock-step, openings paired."""
+    n = games + games % 2
+    states = game.initial_states(n)
+    a_first = np.arange(n) % 2 == 0  # games 2i and 2i+1 share an opening and swap sides
+    outcome = np.zeros(n, dtype=np.int64)  # +1 a won, -1 a lost, 0 drawn
+    alive = np.arange(n)
+    ply = 0
+    while len(alive):
+        moves = np.zeros(len(alive), dtype=np.int64)
+        if ply < opening_plies:  # a pair's two games are the same position until the opening ends
+            first = alive % 2 == 0
+            shared = random_moves(game, states[alive[first]], rng)
+            moves[first] = shared
+            moves[~first] = shared  # alive holds both games of a pair, next to each other
+        else:
+            a_turn = a_first[alive] == (ply % 2 == 0)
+            if a_turn.any():
+                moves[a_turn] = a.choose(states[alive[a_turn]], rng)
+            if (~a_turn).any():
+                moves[~a_turn] = b.choose(states[alive[~a_turn]], rng)
+        mover_is_a = a_first[alive] == (ply % 2 == 0)
+        step = game.play(states[alive], moves)
+        states[alive] = step.states
+        done = step.terminal
+        won = step.value[done] < 0  # the player to move after a winning move has lost
+        outcome[alive[done]] = np.where(won, np.where(mover_is_a[done], 1, -1), 0)
+        alive = alive[~done]
+        ply += 1
+    return int((outcome > 0).sum()), int((outcome == 0).sum()), int((outcome < 0).sum())
+
+
+@dataclass
+class ArenaResult:
+    newest: str                      # the newest checkpoint's name, step-<N>
+    step: int
+    results: dict = field(default_factory=dict)  # {(a, b): (a's wins, draws, a's losses)}
+    ratings: dict = field(default_factory=dict)  # {player: (Elo, standard error)}
+    games: int = 0
+    simulations: int = 0
+    seconds: float = 0.0
+
+    def versus(self, opponent: str) -> tuple[int, int, int]:
+        """The newest checkpoint's (wins, draws, losses) against ``opponent``."""
+        return self.results[(self.newest, opponent)]
+
+    def opponents(self) -> list[str]:
+        """Everyone the newest played, strongest first."""
+        return sorted((b for a, b in self.results if a == self.newest), key=lambda p: -self.ratings[p][0])
+
+
+def run_arena(game: Game, newest, step: int, baselines: list, previous: list, games: int, simulations: int,
+              opening_plies: int, seed: int, say=None) -> ArenaResult:
+    """Play every pairing (newest vs everyone, baselines among themselves) and fit the ladder."""
+    started = time.perf_counter()
+    if not any(isinstance(p, RandomPlayer) for p in baselines):
+        baselines = [RandomPlayer(game), *baselines]  # the anchor always plays
+    pairings = [(newest, other) for other in [*baselines, *previous]]
+    pairings += [(x, y) for i, x in enumerate(baselines) for y in baselines[i + 1:]]
+    out = ArenaResult(newest.name, step, games=0, simulations=simulations)
+    for index, (a, b) in enumerate(pairings):
+        t = time.perf_counter()
+        wdl = play_match(game, a, b, games, opening_plies, np.random.default_rng([seed, index]))
+        out.results[(a.name, b.name)] = wdl
+        if a is newest:
+            out.games += sum(wdl)
+        if say:
+            say(f"  {a.name} vs {b.name}: {wdl[0]}-{wdl[1]}-{wdl[2]} ({time.perf_counter() - t:.0f} s)")
+    out.ratings = elo.fit_elo(out.results, anchor="random")
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def format_table(r: ArenaResult) -> str:
+    rows = [f"{'player':<14} {'W-D-L of ' + r.newest:>22} {'score':>7} {'95% interval':>14} {'Elo':>12}"]
+    rating, sd = r.ratings[r.newest]
+    rows.append(f"{r.newest:<14} {'':>22} {'':>7} {'':>14} {rating:>6.0f} ± {1.96 * sd:>3.0f}")
+    for p in r.opponents():
+        w, d, losses = r.versus(p)
+        low, high = elo.wilson(w, d, losses)
+        rating, sd = r.ratings[p]
+        spread = f"± {1.96 * sd:>3.0f}" if sd else "(anchor)"
+        rows.append(f"{p:<14} {f'{w}-{d}-{losses}':>22} {elo.score(w, d, losses):>7.1%} "
+                    f"{f'{low:.1%}-{high:.1%}':>14} {rating:>6.0f} {spread}")
+    rows.append(f"({r.games} games for {r.newest} at {r.simulations} simulations/move, baselines also play each "
+                f"other; Elo fitted over all pairings, random = 0, ± is 95%; {r.seconds:.0f} s)")
+    return "\n".join(rows)
+
+
+def summary(r: ArenaResult) -> dict[str, float]:
+    """The stats.jsonl / TensorBoard figures of one arena (shape: stats.arena_key)."""
+    rating, sd = r.ratings[r.newest]
+    out = {"arena/elo": rating, "arena/elo_sd": sd, "arena/games": r.games, "arena/simulations": r.simulations}
+    for p in r.opponents():
+        w, d, losses = r.versus(p)
+        low, high = elo.wilson(w, d, losses)
+        figures = {"elo": r.ratings[p][0], "wins": w, "draws": d, "losses": losses,
+                   "score": elo.score(w, d, losses), "score_low": low, "score_high": high}
+        out.update({arena_key(p, k): v for k, v in figures.items()})
+    return out
+
+
+def parse_baselines(game: Game, names: str) -> list:
+    """Baselines from a comma-separated list; ValueError naming the choices on a bad name."""
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    if not chosen:
+        raise ValueError("no baseline named: list some of random, greedy, minimax<k>, mcts<n>")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"a baseline is named twice in {names!r}: name each once")
+    return [baseline(game, n) for n in chosen]
+
+
+def step_name(step: int) -> str:
+    return f"step-{step}"
+
+
+def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str], baselines: str, games: int,
+                  simulations: int, opening_plies: int, seed: int, precision: str = "auto") -> ArenaResult:
+    """Process-pool entry (periodic arena during training): the learner's weights against the baselines and
+    the run's earlier checkpoints (files that vanished since, pruned by the learner, are skipped)."""
+    import torch
+
+    from . import checkpoint
+    from .games import make_game
+
+    torch.set_num_threads(1)
+    game = make_game(config["game"]["name"])
+    newest = network_player(game, {"model": state_dict, "config": config}, simulations, step_name(step), precision)
+    previous = []
+    for path in earlier:
+        try:
+            payload = checkpoint.load(path)
+        except checkpoint.CheckpointError:
+            continue
+        previous.append(network_player(game, payload, simulations, step_name(int(payload["step"])), precision))
+    return run_arena(game, newest, step, parse_baselines(game, baselines), previous, games, simulations,
+                     opening_plies, seed)
