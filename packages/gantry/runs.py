@@ -304,6 +304,26 @@ def run_ended(run_url: str) -> bool:
     return newest is not None and newest.get("kind") == END
 
 
+def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:
+    """The newest arena record in the run's stats.jsonl: (step, the newest checkpoint's Elo, {opponent: figures})
+    with figures as selfplay.stats.arena_key documents them (elo, wins, draws, losses, score, ...)."""
+    from selfplay.stats import arena_figures
+
+    for record in _records_newest_first(run_url):
+        opponents = arena_figures(record)
+        if opponents and isinstance(record.get("arena/elo"), (int, float)):
+            return int(record.get("step", 0)), float(record["arena/elo"]), opponents
+    return None
+
+
+def describe_arena(step: int, rating: float, opponents: dict[str, dict[str, float]]) -> str:
+    """One line: the newest checkpoint's Elo and its W-D-L against each opponent, strongest first."""
+    ranked = sorted(opponents.items(), key=lambda item: -item[1].get("elo", 0.0))
+    results = "  ".join(f"{name} {f.get('wins', 0):.0f}-{f.get('draws', 0):.0f}-{f.get('losses', 0):.0f}"
+                        for name, f in ranked)
+    return f"Arena at step {step}: Elo {rating:.0f} (random = 0); W-D-L vs {results}"
+
+
 def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
     """Copy the whole run (checkpoints, stats.jsonl, TensorBoard events under tb/) into ``destination``;
     (relative path, bytes) for each file. Files already here with the same size are skipped, so a

@@ -10,11 +10,12 @@ import time
 import pytest
 from agent_helpers import wait_until
 from fake_registry import FakeRegistry
+from gantry import runs
 from gantry.agent import RunSpec
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
-from selfplay.stats import RunLog, eval_key
+from selfplay.stats import RunLog, arena_key, eval_key
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
@@ -115,6 +116,36 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     assert "3" in lines[1].split()[5] and lines[1].endswith("s ago")
     assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
     assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
+
+
+def arena_record(elo: float, results: dict[str, tuple[int, int, int, float]]) -> dict[str, float]:
+    """An arena record's figures as `selfplay arena` writes them: {opponent: (W, D, L, opponent's Elo)}."""
+    figures = {"arena/elo": elo, "arena/elo_sd": 20.0, "arena/games": 100.0, "arena/simulations": 25.0}
+    for name, (w, d, losses, rating) in results.items():
+        figures.update({arena_key(name, "wins"): w, arena_key(name, "draws"): d, arena_key(name, "losses"): losses,
+                        arena_key(name, "elo"): rating, arena_key(name, "score"): (w + d / 2) / (w + d + losses)})
+    return figures
+
+
+def test_status_shows_the_latest_arena_and_latest_arena_reads_the_newest_record(cli, world, tmp_path):
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
+    run_url = f"file://{world['bucket']}/runs/r1"
+    assert runs.latest_arena(run_url) is None  # no stats.jsonl yet
+    stats = RunLog(world["bucket"] / "runs" / "r1")  # the trainer's own writer, as in the bucket's mirror
+    stats.record(300, arena_record(150.0, {"random": (40, 0, 10, 0.0)}), kind="arena")
+    stats.record(600, arena_record(812.4, {"random": (50, 0, 0, 0.0), "mcts1000": (20, 10, 20, 790.0),
+                                           "step-300": (30, 5, 15, 640.0)}), kind="arena")
+    stats.record(680, {"charts/step": 680})
+    stats.close()
+    step, elo, opponents = runs.latest_arena(run_url)
+    assert (step, elo) == (600, 812.4) and set(opponents) == {"random", "mcts1000", "step-300"}
+    assert opponents["mcts1000"]["draws"] == 10 and opponents["random"]["score"] == 1.0
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert ("Arena at step 600: Elo 812 (random = 0); W-D-L vs mcts1000 20-10-20  step-300 30-5-15  random 50-0-0"
+            in result.stdout)
 
 
 def test_status_of_a_booting_and_a_stopped_node(cli, world):

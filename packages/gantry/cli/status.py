@@ -7,13 +7,15 @@ from gantry.agent import STATES
 from gantry.status import ExitStatus
 
 NAME = "status"
-HELP = "per-node state, run, step and heartbeat, and the latest Pons error rates; restarts preempted Spot nodes"
+HELP = ("per-node state, run, step and heartbeat, the latest Pons error rates and arena Elo; restarts preempted "
+        "Spot nodes")
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
 ({", ".join(STATES)}),
 the run, its learner step and how long ago the node last reported. Then the master's latest
-training figures and the newest Pons evaluation (MCTS weak error rate per test set) from the
-run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
+training figures, the newest Pons evaluation (MCTS weak error rate per test set) and the newest
+arena (Elo, random = 0, and W-D-L against each opponent; `python -m selfplay arena` or
+eval.arena_every_minutes) from the run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
 the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
 any node its agent powered off while a peer was gone) is started again, and the run resumes from
 its newest checkpoint; status says so.
@@ -60,5 +62,8 @@ def run(args, env) -> ExitStatus:
             env.say(f"Pons MCTS weak errors at step {step}: {table}")
         else:
             env.say("Pons: no evaluation in stats.jsonl yet")
+        arena = runs.latest_arena(cluster.run_url(master["run"], env.environ))
+        if arena:
+            env.say(runs.describe_arena(*arena))
     runs.require_nodes(statuses)
     return ExitStatus.OK
