@@ -164,3 +164,49 @@ def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str],
         previous.append(network_player(game, payload, simulations, step_name(int(payload["step"])), precision))
     return run_arena(game, newest, step, parse_baselines(game, baselines), previous, games, simulations,
                      opening_plies, seed)
+
+
+class PeriodicArena:
+    """eval.arena_every_minutes: the learner's weights in the arena, in a spawned process on a copy of them, never
+    waited on (like PeriodicEval). The first runs after one interval (the starting weights are random); each
+    result is recorded at the step whose weights played, as kind "arena"."""
+
+    def __init__(self, cfg, run_dir, is_main: bool, runlog):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .actors import die_with_parent
+
+        self.cfg, self.run_dir, self.runlog = cfg, run_dir, runlog
+        self.pending = None
+        self.pending_step = 0
+        self.last_t = time.monotonic()
+        due = cfg.eval.arena_every_minutes > 0 and is_main
+        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent) \
+            if due else None
+
+    def poll(self, step: int, model, now: float) -> None:
+        from . import checkpoint
+
+        ec = self.cfg.eval
+        if self.pending is not None and self.pending.done():
+            try:
+                result = self.pending.result()
+                self.runlog.record(self.pending_step, summary(result), kind="arena")
+                self.runlog.say(f"arena at step {self.pending_step}:\n{format_table(result)}")
+            except Exception as e:  # noqa: BLE001 -- an arena failure must not end the training
+                self.runlog.say(f"warning: arena failed: {e}")
+            self.pending = None
+        if self.pool and self.pending is None and now - self.last_t >= 60 * ec.arena_every_minutes:
+            self.last_t, self.pending_step = now, step
+            earlier = [str(p) for p in checkpoint.list_checkpoints(self.run_dir)
+                       if int(checkpoint.NAME.match(p.name)[1]) < step]
+            earlier = earlier[-ec.arena_previous:] if ec.arena_previous else []
+            state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            self.pending = self.pool.submit(
+                arena_weights, state, self.cfg.to_dict(), step, earlier, ec.arena_baselines, ec.arena_games,
+                ec.simulations, 2, self.cfg.run.seed + step, self.cfg.actors.precision)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

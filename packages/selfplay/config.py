@@ -157,9 +157,26 @@ class EvalConfig:
     """MCTS simulations per graded move (alpha-zero-general's baseline uses 25)."""
     pons_dir: str = ""
     """Pons test sets; empty = $GANTRY_PONS_DIR, else the copy shipped in selfplay/data/pons."""
+    arena_every_minutes: float = 0.0
+    """Minutes between arenas during training (the learner's weights against eval.arena_baselines and the run's
+    earlier checkpoints, in a separate process; any game), the first after one interval; 0 = off."""
+    arena_baselines: str = "random,greedy,minimax3,mcts200"
+    """Baselines of the periodic arena: random, greedy, minimax<depth>, mcts<simulations> (random always plays)."""
+    arena_games: int = 40
+    """Games per pairing in the periodic arena (half with each side first); the networks search eval.simulations."""
+    arena_previous: int = 2
+    """Earlier checkpoints of the run the periodic arena plays (at most run.keep_checkpoints are kept)."""
 
     def __post_init__(self):
+        from .players import BASELINE, BASELINE_HELP
         _check(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
+        _check(self.arena_every_minutes >= 0, f"eval.arena_every_minutes={self.arena_every_minutes} must be >= 0 "
+                                              f"(0 = off)")
+        bad = [n for n in self.arena_baselines.split(",") if not BASELINE.match(n.strip())]
+        _check(not bad and bool(self.arena_baselines.strip()),
+               f"eval.arena_baselines={self.arena_baselines!r} must list some of {BASELINE_HELP}, comma-separated")
+        _check(2 <= self.arena_games <= 10_000, f"eval.arena_games={self.arena_games} must be in 2..10000")
+        _check(0 <= self.arena_previous <= 100, f"eval.arena_previous={self.arena_previous} must be in 0..100")
         _check(1 <= self.positions_per_set <= 1000, f"eval.positions_per_set={self.positions_per_set} must be in 1..1000")
         _check(1 <= self.simulations <= 10_000, f"eval.simulations={self.simulations} must be in 1..10000")
 

@@ -22,6 +22,7 @@ import torch
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
 from .actors import die_with_parent
+from .arena import PeriodicArena
 from .config import Config, dump, with_legacy_shape
 from .distributed import (
     DistInfo,
@@ -102,6 +103,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                + f", run dir {cfg.run.dir}")
     selfplay = SelfPlay(cfg, game, device, precision, learner, step, actors, seed, runlog)
     evals = PeriodicEval(cfg, game, info, runlog)
+    ladder = PeriodicArena(cfg, run_dir.local, info.is_main, runlog)  # eval.arena_every_minutes, off by default
 
     def save(final: bool = False) -> None:
         if not info.is_main:
@@ -148,6 +150,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
 
             now = time.monotonic()
             evals.poll(step, learner.model, now)
+            ladder.poll(step, learner.model, now)
             if now - last_log >= cfg.run.log_every_seconds:
                 metrics = window.metrics(selfplay.pool, replay, counters, step, now - last_log)
                 metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
@@ -166,6 +169,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     finally:
         selfplay.stop()  # actors first: a SIGTERM's ~25 s belong to the checkpoint
         evals.close()
+        ladder.close()
     if out_of_time and lost is None:  # before the final save, which carries stats.jsonl to the bucket
         runlog.record(step, {"reason": "max_steps" if cfg.run.max_steps and step >= cfg.run.max_steps
                              else "max_minutes"}, kind=END)

@@ -80,3 +80,15 @@ def test_bad_counts_are_refused(untrained, capsys):
     assert main(["arena", "--checkpoint", str(untrained), "--games", "1"]) == 2
     [line] = errors(capsys)
     assert line.startswith("selfplay: error: --games must be >= 2")
+
+
+@pytest.mark.slow
+def test_periodic_arena_during_training_records_the_learners_weights(tmp_path):
+    run = tmp_path / "run"
+    result = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_minutes=0.5",
+                      "--actors.count=1", "--eval.arena_every_minutes=0.05", "--eval.arena_games=4",
+                      "--eval.arena_baselines=greedy,minimax2", "--eval.simulations=4", "--run.log_every_seconds=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ladders = records(run, kind="arena")
+    assert ladders and "arena at step" in result.stdout
+    assert all(r["arena/random/elo"] == 0 and r["arena/games"] >= 12 for r in ladders)

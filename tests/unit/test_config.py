@@ -28,6 +28,9 @@ def test_packaged_configs_load_and_overrides_apply():
     (["--game.name=chess"], "game.name='chess' is unknown: choose one of connect4, tictactoe"),
     (["--learner.min_replay=10"], "learner.min_replay=10 must be between learner.batch_size"),
     (["search.simulations"], "bad override"),
+    (["--eval.arena_baselines=random,alphabeta3"], ("eval.arena_baselines='random,alphabeta3' must list some of "
+                                                    "random, greedy, minimax<depth>")),
+    (["--eval.arena_games=1"], "eval.arena_games=1 must be in 2..10000"),
 ])
 def test_bad_values_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
