@@ -66,12 +66,14 @@ class Deployment:
         """The Compute list filter that selects this deployment's resources."""
         return f'labels.{LABEL_KEY} = "{self.deployment_name}"'
 
+    @property
+    def shape(self) -> str:
+        """One node as the messages name it: c4-highcpu-16, or n1-standard-8 + 1 x nvidia-tesla-t4."""
+        return self.machine_type + (f" + {self.accelerator_count} x {self.accelerator_type}" if self.use_gpu else "")
+
     def describe(self) -> str:
-        shape = self.machine_type
-        if self.use_gpu:
-            shape += f" + {self.accelerator_count} x {self.accelerator_type}"
         kind = "Spot" if self.spot else "on-demand"
-        return f"{self.node_count} x {shape} ({kind}) in {self.zone}, project {self.project_id}"
+        return f"{self.node_count} x {self.shape} ({kind}) in {self.zone}, project {self.project_id}"
 
 
 def load(path: Path, infra_dir: Path | None = None) -> Deployment:

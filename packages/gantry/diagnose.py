@@ -47,7 +47,7 @@ def explain(output: str, deployment: Deployment, zones_offering: list[str] | Non
 def _stockout(text: str, d: Deployment, zones_offering: list[str] | None, tried: list[str]) -> str:
     failing = re.search(r"zones/([a-z]+-[a-z]+\d+-[a-z])", text)
     zone = failing.group(1) if failing else d.zone
-    shape = d.machine_type + (f" + {d.accelerator_type}" if d.use_gpu else "")
+    shape = d.shape
     spent = {zone, *tried}
     others = sorted({z for z in _ZONE.findall(text) if z not in spent})
     region_zones = [z for z in zones_offering or [] if z.startswith(d.region + "-") and z not in spent]

@@ -160,7 +160,7 @@ def _check_image(report: Report, d: Deployment, compute: Compute) -> None:
 
 def _check_fallback_zones(report: Report, d: Deployment, offering: list[str]) -> None:
     """A stock-out would move the nodes to these zones (gantry.cli.apply): each must offer the shape."""
-    shape = d.machine_type + (f" + {d.accelerator_count} x {d.accelerator_type}" if d.use_gpu else "")
+    shape = d.shape
     lacking = [z for z in d.fallback_zones if z not in offering]
     if not lacking:
         report.add("fallback zones", OK, f"{', '.join(d.fallback_zones)} offer {shape}")
@@ -191,7 +191,7 @@ def zones_offering(d: Deployment, compute: Compute) -> list[str]:
 
 def where_else(d: Deployment, zones: list[str]) -> str:
     """The settings that lead to a zone with the shape: this region's zones first, then other regions."""
-    shape = d.machine_type + (f" + {d.accelerator_count} x {d.accelerator_type}" if d.use_gpu else "")
+    shape = d.shape
     here = [z for z in zones if z.startswith(d.region + "-") and z != d.zone]
     if here:
         return (f"Zones of {d.region} that offer {shape}: {', '.join(here)}; set zone = \"{here[0]}\" "

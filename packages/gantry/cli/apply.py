@@ -85,19 +85,18 @@ def _zones_to_try(d, outputs: dict, env) -> list[str]:
 
 
 def _apply_in_zones(tf: Terraform, var_file, d, zones: list[str], env) -> str:
-    """Apply in the first of ``zones`` with capacity; return it. Only a stock-out moves on to the next zone."""
-    shape = d.machine_type + (f" + {d.accelerator_type}" if d.use_gpu else "")
+    """Apply in the first of ``zones`` with capacity; return it. Only a stock-out moves on to the next zone; the
+    last zone (zones is never empty: zone comes first) returns or raises."""
     for n, zone in enumerate(zones):
         try:
             _apply(tf, var_file, env, {"zone": zone} if zone != d.zone else None)
             return zone
         except TerraformError as error:
             if n + 1 < len(zones) and diagnose.is_stockout(error.output):
-                env.say("", f"Stock-out: zone {zone} has no capacity for {shape} right now. Moving to "
+                env.say("", f"Stock-out: zone {zone} has no capacity for {d.shape} right now. Moving to "
                             f"{zones[n + 1]} (fallback_zones) and applying again.", "")
                 continue
             raise _explained(error, replace(d, zone=zone), tf, env, tried=zones[:n + 1]) from error
-    raise AssertionError("unreachable: the last zone either applied or raised")
 
 
 def _apply(tf: Terraform, var_file, env, overrides: dict[str, str] | None) -> None:
