@@ -136,8 +136,7 @@ def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1
         states = game.states_from_moves(s.moves)
         logits, _ = evaluator(game.encode(states))
         policy_move = masked_softmax(logits, game.legal_mask(states)).argmax(axis=1)
-        visits = mcts.search(states, simulations, add_noise=False).visits
-        mcts_move = visits.argmax(axis=1)
+        mcts_move = mcts.search(states, simulations, add_noise=False).best_moves()
         pw, ps = grade(s.labels, policy_move)
         mw, ms = grade(s.labels, mcts_move)
         decidable = can_be_wrong(s.labels)

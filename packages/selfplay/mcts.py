@@ -28,6 +28,16 @@ class SearchResult:
     net_value: np.ndarray   # float32 [B]: the network's raw value at the root
     evals: int              # positions sent to the network
     calls: int              # network calls
+    q: np.ndarray | None = None  # float32 [B, A]: mean value of each root move for the player to move (-inf: unvisited)
+
+    def best_moves(self) -> np.ndarray:
+        """The most visited root move of each game; among equally visited ones, the one search values most.
+
+        At 25 simulations over 7 moves ties are common, and argmax alone would pick the leftmost column."""
+        if self.q is None:
+            return self.visits.argmax(axis=1)
+        top = self.visits == self.visits.max(axis=1, keepdims=True)
+        return np.where(top, self.q, -np.inf).argmax(axis=1)
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
@@ -39,8 +49,8 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
-                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
+                 noise_fraction: float = 0.25, fpu: float | None = 0.0, rng: np.random.Generator | None = None,
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None, fpu_reduction: float = 0.0):
         self.game = game
         self.evaluate = evaluate
         # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
@@ -48,14 +58,25 @@ class BatchedMCTS:
         self.c_puct = c_puct
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
-        self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
+        # Value assumed for an unvisited edge, from the chooser's point of view: a constant, or (fpu=None) the
+        # network's value of the node it leaves minus fpu_reduction (Leela's first-play urgency), so that a
+        # losing side does not try every untried move before the one it has looked at, nor a winning side stop
+        # looking because an untried move's 0 is worse than what it has.
+        self.fpu = fpu
+        self.fpu_reduction = fpu_reduction
         self.rng = rng or np.random.default_rng()
 
-    def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool) -> SearchResult:
+    def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
+               budgets: np.ndarray | None = None) -> SearchResult:
+        """Search every root; ``add_noise`` and ``budgets`` (simulations, at most num_simulations) may be per game.
+
+        Per-game budgets let a batch mix full and fast searches (playout-cap randomisation): a game whose
+        budget is spent sits out the remaining simulations."""
         game, A = self.game, self.game.num_actions
         B = len(roots)
         M = num_simulations + 1  # each simulation adds at most one node
         games = np.arange(B)
+        budgets = np.full(B, num_simulations) if budgets is None else np.minimum(budgets, num_simulations)
 
         states = np.zeros((B, M, game.state_words), dtype=np.uint64)
         prior = np.zeros((B, M, A), dtype=np.float32)
@@ -64,6 +85,7 @@ class BatchedMCTS:
         children = np.zeros((B, M, A), dtype=np.int32)
         terminal = np.zeros((B, M), dtype=bool)
         terminal_value = np.zeros((B, M), dtype=np.float32)
+        node_value = np.zeros((B, M), dtype=np.float32)  # the network's value of each node, for its player to move
         num_nodes = np.ones(B, dtype=np.int32)
 
         states[:, 0] = roots
@@ -71,22 +93,26 @@ class BatchedMCTS:
         logits, net_value = self.evaluate(self.encode(roots))
         root_prior = masked_softmax(logits, legal)
         prior[:, 0] = root_prior
-        if add_noise:
+        node_value[:, 0] = net_value
+        noisy = np.broadcast_to(np.asarray(add_noise, dtype=bool), (B,))
+        if noisy.any():
             noise = self.rng.dirichlet(np.full(A, self.dirichlet_alpha), size=B).astype(np.float32)
             noise = np.where(legal, noise, 0.0)
             noise /= noise.sum(axis=1, keepdims=True)
-            prior[:, 0] = (1 - self.noise_fraction) * root_prior + self.noise_fraction * noise
+            mixed = (1 - self.noise_fraction) * root_prior + self.noise_fraction * noise
+            prior[:, 0] = np.where(noisy[:, None], mixed, root_prior)
         evals, calls = B, 1
 
         max_depth = game.max_moves + 1
         path_nodes = np.zeros((B, max_depth), dtype=np.int32)
         path_actions = np.zeros((B, max_depth), dtype=np.int32)
 
-        for _ in range(num_simulations):
+        for sim in range(num_simulations):
             # -- selection: walk down every game's tree until an unexpanded edge or a terminal node
+            active = budgets > sim
             node = np.zeros(B, dtype=np.int32)
             depth = np.zeros(B, dtype=np.int32)
-            walking = games
+            walking = games[active]
             leaf_parent = np.zeros(B, dtype=np.int32)
             leaf_action = np.zeros(B, dtype=np.int32)
             leaf_child = np.zeros(B, dtype=np.int32)
@@ -94,7 +120,8 @@ class BatchedMCTS:
                 n = node[walking]
                 p = prior[walking, n]
                 v = visits[walking, n]
-                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
+                unvisited = self.fpu if self.fpu is not None else node_value[walking, n, None] - self.fpu_reduction
+                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), unvisited)
                 u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
                 score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
                 a = score.argmax(axis=1).astype(np.int32)
@@ -113,8 +140,8 @@ class BatchedMCTS:
 
             # -- expansion: new nodes for games that reached an unexpanded edge
             leaf_value = np.zeros(B, dtype=np.float32)  # for the player to move at the leaf
-            is_new = leaf_child == 0
-            old = ~is_new  # reached an existing terminal node
+            is_new = (leaf_child == 0) & active
+            old = (leaf_child != 0) & active  # reached an existing terminal node
             leaf_value[old] = terminal_value[games[old], leaf_child[old]]
             new_games = games[is_new]
             if len(new_games):
@@ -131,6 +158,7 @@ class BatchedMCTS:
                     eval_games, eval_idx, eval_states = new_games[to_eval], idx[to_eval], step.states[to_eval]
                     logits, values = self.evaluate(self.encode(eval_states))
                     prior[eval_games, eval_idx] = masked_softmax(logits, game.legal_mask(eval_states))
+                    node_value[eval_games, eval_idx] = values
                     leaf_value[eval_games] = values
                     evals += len(eval_games)
                     calls += 1
@@ -150,8 +178,9 @@ class BatchedMCTS:
         self.last_tree = {"prior": prior, "visits": visits, "children": children, "num_nodes": num_nodes}
         root_visits = visits[:, 0]
         root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
+        root_q = np.where(root_visits > 0, value_sum[:, 0] / np.maximum(root_visits, 1), -np.inf).astype(np.float32)
         return SearchResult(root_visits.copy(), root_value, root_prior, np.asarray(net_value, dtype=np.float32),
-                            evals, calls)
+                            evals, calls, root_q)
 
 
 def uniform_evaluator(game: Game) -> Evaluator:

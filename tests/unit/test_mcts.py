@@ -48,3 +48,27 @@ def test_dirichlet_noise_touches_the_root_prior_only():
     for g in range(4):                                        # every other node is the plain uniform prior
         np.testing.assert_allclose(noisy[g, 1:expanded[g]], 1 / 7, rtol=1e-5)
     np.testing.assert_allclose(r.prior, 1 / 7, rtol=1e-5)     # the reported prior is the network's, before noise
+
+
+def test_per_game_budgets_stop_a_game_early_and_noise_can_be_per_game():
+    game = ConnectFour()
+    mcts = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0), noise_fraction=0.5)
+    r = mcts.search(game.initial_states(3), 40, add_noise=np.array([True, False, False]),
+                    budgets=np.array([40, 8, 1]))
+    assert r.visits.sum(axis=1).tolist() == [40, 8, 1]
+    assert mcts.last_tree["num_nodes"].tolist() == [41, 9, 2]  # a game that sat out expanded nothing more
+    root_prior = mcts.last_tree["prior"][:, 0]
+    assert not np.allclose(root_prior[0], 1 / 7)               # noise only where asked
+    np.testing.assert_allclose(root_prior[1:], 1 / 7, rtol=1e-5)
+
+
+def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
+    game = TicTacToe()
+    # X (6, 7) to move wins at 8; with 5 simulations over the 5 free squares each is tried once
+    mcts = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0))
+    r = mcts.search(game.states_from_moves([[6, 0, 7, 1]]), 5, add_noise=False)
+    assert r.visits[0].tolist() == [0, 0, 1, 1, 1, 1, 0, 0, 1]  # a five-way tie
+    assert r.visits.argmax(axis=1)[0] == 2                      # index order alone picks square 2 and loses the win
+    assert r.best_moves()[0] == 8 and r.q[0, 8] == 1.0          # the win's value decides
+    assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
+
