@@ -38,12 +38,14 @@ class Samples:
     q: np.ndarray
     version: np.ndarray
     games: int = 0
+    plies: int = 0  # moves played in these games, recorded or not (playout-cap randomisation records some)
     outcomes: dict = field(default_factory=lambda: {"first": 0, "second": 0, "draw": 0})
 
     @staticmethod
     def concat(parts: list[Samples]) -> Samples:
         out = Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("states", "policy", "z", "q", "version")))
         out.games = sum(p.games for p in parts)
+        out.plies = sum(p.plies for p in parts)
         for p in parts:
             for k, v in p.outcomes.items():
                 out.outcomes[k] += v
@@ -55,7 +57,8 @@ class SelfPlayWorker:
         self.game, self.cfg, self.rng = game, cfg, rng
         s = cfg.search
         self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
-                                noise_fraction=s.noise_fraction, rng=rng)
+                                noise_fraction=s.noise_fraction, rng=rng,
+                                fpu=None if s.first_play == "parent" else 0.0, fpu_reduction=s.fpu_reduction)
         B, T, A = cfg.actors.games, game.max_moves, game.num_actions
         self.states = game.initial_states(B)
         self.ply = np.zeros(B, dtype=np.int64)
@@ -63,17 +66,25 @@ class SelfPlayWorker:
         self.h_policy = np.zeros((B, T, A), dtype=np.float32)
         self.h_q = np.zeros((B, T), dtype=np.float32)
         self.h_version = np.zeros((B, T), dtype=np.int64)
+        self.h_recorded = np.zeros((B, T), dtype=bool)
         self.moves = 0
         self.simulations = 0
 
     def step(self, version: int) -> Samples | None:
-        """Advance every game by one move; return the positions of games that just ended."""
-        game, B = self.game, len(self.states)
-        sims = self.cfg.search.simulations
-        result = self.mcts.search(self.states, sims, add_noise=True)
+        """Advance every game by one move; return the recorded positions of games that just ended.
+
+        Playout-cap randomisation (KataGo): a full_search_fraction of moves get the full search, with root
+        noise, and become training positions; the others get a fast search without noise and are only
+        played. Games then end sooner, so the value targets come from more, less correlated games for the
+        same compute, while every policy target still comes from a full search.
+        """
+        game, B, s = self.game, len(self.states), self.cfg.search
+        full = self.rng.random(B) < s.full_search_fraction
+        budgets = np.where(full, s.simulations, min(s.fast_simulations, s.simulations))
+        result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
-        actions = policy.argmax(axis=1)
-        explore = np.flatnonzero(self.ply < self.cfg.search.temperature_moves)
+        actions = result.best_moves()
+        explore = np.flatnonzero(self.ply < s.temperature_moves)
         if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)
             u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
@@ -83,11 +94,12 @@ class SelfPlayWorker:
         self.h_policy[rows, self.ply] = policy
         self.h_q[rows, self.ply] = result.root_value
         self.h_version[rows, self.ply] = version
+        self.h_recorded[rows, self.ply] = full
         self.ply += 1
         step = game.play(self.states, actions)
         self.states = step.states
         self.moves += B
-        self.simulations += B * sims
+        self.simulations += int(budgets.sum())
         done = np.flatnonzero(step.terminal)
         if not len(done):
             return None
@@ -97,14 +109,15 @@ class SelfPlayWorker:
             T = int(self.ply[g])
             last_mover_result = -float(step.value[g])  # +1: the last mover won, 0: draw
             sign = np.where((T - 1 - np.arange(T)) % 2 == 0, 1.0, -1.0).astype(np.float32)
-            parts.append((self.h_states[g, :T].copy(), self.h_policy[g, :T].copy(), last_mover_result * sign,
-                          self.h_q[g, :T].copy(), self.h_version[g, :T].copy()))
+            keep = self.h_recorded[g, :T]
+            parts.append((self.h_states[g, :T][keep], self.h_policy[g, :T][keep], (last_mover_result * sign)[keep],
+                          self.h_q[g, :T][keep], self.h_version[g, :T][keep]))
             key = "draw" if last_mover_result == 0 else ("first" if T % 2 == 1 else "second")
             outcomes[key] += 1
+        out = Samples(*(np.concatenate(col) for col in zip(*parts)))
+        out.games, out.plies, out.outcomes = len(done), int(self.ply[done].sum()), outcomes
         self.states[done] = game.initial_states(len(done))
         self.ply[done] = 0
-        out = Samples(*(np.concatenate(col) for col in zip(*parts)))
-        out.games, out.outcomes = len(done), outcomes
         return out
 
 

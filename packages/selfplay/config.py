@@ -66,6 +66,16 @@ class SearchConfig:
     """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
     temperature_moves: int = 12
     """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
+    full_search_fraction: float = 1.0
+    """Playout-cap randomisation (KataGo): this share of self-play moves get `simulations` with root noise and
+    become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
+    fast_simulations: int = 16
+    """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1)."""
+    first_play: Literal["zero", "parent"] = "zero"
+    """Value of an untried move in self-play search: zero, or the network's value of its parent minus
+    search.fpu_reduction (Leela's first-play urgency). Grading always uses zero (plain PUCT)."""
+    fpu_reduction: float = 0.2
+    """How much worse than its parent an untried move is assumed to be (search.first_play=parent)."""
 
     def __post_init__(self):
         _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")

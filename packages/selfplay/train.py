@@ -93,7 +93,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     lc = cfg.learner
     replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
                           lc.window_floor, lc.window_scale, lc.window_exponent, seed)
-    counters = {"games": 0, "positions": 0, "draws": 0, "actor_restarts": 0}
+    counters = {"games": 0, "positions": 0, "plies": 0, "draws": 0, "actor_restarts": 0}
     step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
@@ -149,8 +149,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                     selfplay.publish(learner.model, step)
 
             now = time.monotonic()
-            evals.poll(step, learner.model, now)
-            ladder.poll(step, learner.model, now)
+            evals.poll(step, learner.playing_model(), now)
+            ladder.poll(step, learner.playing_model(), now)
             if now - last_log >= cfg.run.log_every_seconds:
                 metrics = window.metrics(selfplay.pool, replay, counters, step, now - last_log)
                 metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
@@ -251,7 +251,8 @@ class SelfPlay:
         for s in self.pool.get(timeout=timeout):
             replay.add(s.states, s.policy, s.z, s.q, s.version)
             counters["games"] += s.games
-            counters["positions"] += len(s.z)
+            counters["positions"] += len(s.z)  # recorded for training
+            counters["plies"] += s.plies  # played
             counters["draws"] += s.outcomes["draw"]
 
     def publish(self, model, step: int) -> None:
@@ -315,7 +316,7 @@ class MetricsWindow:
     def __init__(self, counters: dict):
         self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
         self.totals: dict | None = None
-        self.games_at = {k: counters[k] for k in ("games", "positions", "draws")}  # as of the last line
+        self.games_at = {k: counters[k] for k in ("games", "plies", "draws")}  # as of the last line
         self.losses: list[dict] = []
         self.staleness: list[float] = []
 
@@ -350,7 +351,7 @@ class MetricsWindow:
             "selfplay/actor_restarts": counters["actor_restarts"],
             # of the games finished in this window: what users of self-play trainers watch for collapse
             "selfplay/draw_rate": games_delta["draws"] / games_delta["games"] if games_delta["games"] else None,
-            "selfplay/game_length": games_delta["positions"] / games_delta["games"] if games_delta["games"] else None,
+            "selfplay/game_length": games_delta["plies"] / games_delta["games"] if games_delta["games"] else None,
             "learner/buffer_size": replay.size,
             "learner/window": replay.window(),
             # samples trained per position added: the pacing target (learner.samples_per_position) when
