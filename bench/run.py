@@ -179,7 +179,7 @@ def grade_run(run_dir: Path, positions: int, sims: int) -> list[dict]:
         payload = checkpoint.load(path)
         cfg = payload["config"]
         model = build_model(make_game("connect4"), cfg["model"]["channels"], cfg["model"]["blocks"])
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(checkpoint.playing_weights(payload))
         sets = evaluate.load_sets(evaluate.find_pons_dir(), positions)
         result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype()), sets, sims)
         written = path.stat().st_mtime

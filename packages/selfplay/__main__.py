@@ -171,7 +171,7 @@ def cmd_eval(args, _overrides) -> int:
     torch.set_num_threads(args.threads)
     from .games import make_game
     model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
-    model.load_state_dict(payload["model"])
+    model.load_state_dict(checkpoint.playing_weights(payload))
     sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
     result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,

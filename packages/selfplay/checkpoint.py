@@ -93,6 +93,13 @@ def load(path: str | Path) -> dict:
     return payload
 
 
+def playing_weights(payload: dict) -> dict:
+    """The weights that play and are graded: the learner's moving average when the run kept one, else its own.
+
+    ``model`` stays the learner's raw weights, which a resumed run continues from."""
+    return payload.get("ema") or payload["model"]
+
+
 def latest(run_dir: str | Path) -> Path | None:
     found = list_checkpoints(run_dir)
     return found[-1] if found else None

@@ -83,6 +83,11 @@ class SearchConfig:
         _check(self.dirichlet_alpha > 0, f"search.dirichlet_alpha={self.dirichlet_alpha} must be > 0")
         _check(0 <= self.noise_fraction < 1, f"search.noise_fraction={self.noise_fraction} must be in [0, 1)")
         _check(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
+        _check(0 < self.full_search_fraction <= 1,
+               f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
+        _check(1 <= self.fast_simulations <= self.simulations,
+               f"search.fast_simulations={self.fast_simulations} must be in 1..search.simulations={self.simulations}")
+        _check(0 <= self.fpu_reduction <= 2, f"search.fpu_reduction={self.fpu_reduction} must be in 0..2")
 
 
 @dataclass
@@ -130,6 +135,9 @@ class LearnerConfig:
     constant when the run has neither budget. The schedule follows this session's budget."""
     lr_final_fraction: float = 0.1
     """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
+    ema_half_life_steps: int = 100
+    """Half-life, in learner steps, of the moving average of the weights that is graded, played in the arena and
+    saved beside the raw weights (checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20
@@ -155,6 +163,8 @@ class LearnerConfig:
         _check(0 < self.lr_final_fraction <= 1,
                f"learner.lr_final_fraction={self.lr_final_fraction} must be in (0, 1]")
         _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
+        _check(0 <= self.ema_half_life_steps <= 1_000_000,
+               f"learner.ema_half_life_steps={self.ema_half_life_steps} must be in 0..1000000 (0 = no average)")
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The learner: one gradient step on a replay batch, with flip augmentation, the (z + q) / 2 target
-and a learning rate that decays over the run's budget."""
+"""The learner: one gradient step on a replay batch, with flip augmentation, the (z + q) / 2 target,
+a learning rate that decays over the run's budget and a moving average of the weights for play."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .config import Config
 from .distributed import DistInfo
@@ -43,6 +44,11 @@ class Learner:
                                            weight_decay=cfg.learner.weight_decay)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision.use_grad_scaler)
         self.rng = np.random.default_rng(seed)
+        # An exponential moving average of the weights (BatchNorm statistics included) grades and plays in the
+        # arena: the last few hundred steps' noise averages out instead of deciding the final figures.
+        half_life = cfg.learner.ema_half_life_steps
+        self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(0.5 ** (1 / half_life)),
+                                 use_buffers=True) if half_life else None
 
     def set_progress(self, progress: float | None) -> float:
         """Set the learning rate for ``progress`` of the budget (None: no budget, the base rate); return it."""
@@ -84,17 +90,29 @@ class Learner:
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         # entropy of the targets: the floor the policy loss can reach
         target_entropy = -(target_pi * torch.log(target_pi.clamp_min(1e-12))).sum(dim=1).mean()
         return {"losses/policy": policy_loss.item(), "losses/value": value_loss.item(),
                 "losses/total": loss.item(), "losses/policy_target_entropy": target_entropy.item()}
 
+    def playing_model(self) -> torch.nn.Module:
+        """The weights to grade and to pit against others: the moving average when kept (checkpoint.playing_weights)."""
+        return self.ema.module if self.ema is not None else self.model
+
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict()}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scaler": self.scaler.state_dict()}
+        if self.ema is not None:
+            state["ema"] = self.ema.module.state_dict()
+        return state
 
     def load_state_dict(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
         if payload.get("scaler"):
             self.scaler.load_state_dict(payload["scaler"])
+        if self.ema is not None:  # a run that kept no average starts one from its weights
+            self.ema.module.load_state_dict(payload.get("ema") or payload["model"])
+            self.ema.n_averaged.fill_(1)  # averaging from here on, not copying the next step's weights

@@ -100,7 +100,7 @@ class RolloutMCTSPlayer:
     def choose(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         mcts = BatchedMCTS(self.game, rollout_evaluator(self.game, rng), c_puct=self.c_puct, rng=rng,
                            encode=lambda s: s)
-        return mcts.search(states, self.simulations, add_noise=False).visits.argmax(axis=1)
+        return mcts.search(states, self.simulations, add_noise=False).best_moves()
 
 
 class NetworkPlayer:
@@ -111,7 +111,7 @@ class NetworkPlayer:
         self.mcts = BatchedMCTS(game, evaluator, c_puct=c_puct)
 
     def choose(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return self.mcts.search(states, self.simulations, add_noise=False).visits.argmax(axis=1)
+        return self.mcts.search(states, self.simulations, add_noise=False).best_moves()
 
 
 def baseline(game: Game, name: str):
@@ -130,6 +130,7 @@ def baseline(game: Game, name: str):
 
 def network_player(game: Game, payload: dict, simulations: int, name: str, precision: str = "auto"):
     """A NetworkPlayer from a checkpoint's payload (its config's model shape and search.c_puct)."""
+    from .checkpoint import playing_weights
     from .config import from_dict, with_legacy_shape
     from .hardware import inference_dtype
     from .inference import NetworkEvaluator
@@ -138,6 +139,6 @@ def network_player(game: Game, payload: dict, simulations: int, name: str, preci
     cfg = from_dict(with_legacy_shape(payload["config"]))
     m = cfg.model
     model = build_model(game, m.channels, m.blocks, m.policy_filters, m.value_filters)
-    model.load_state_dict(payload["model"])
+    model.load_state_dict(playing_weights(payload))
     evaluator = NetworkEvaluator(model.eval(), inference_dtype(precision))
     return NetworkPlayer(game, evaluator, simulations, cfg.search.c_puct, name)

@@ -3,9 +3,10 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
-from selfplay.checkpoint import CheckpointError, check_compatible
+from selfplay.checkpoint import CheckpointError, check_compatible, playing_weights
 from selfplay.config import Config, load, with_legacy_shape
 from selfplay.distributed import DistInfo
 from selfplay.games import make_game
@@ -55,3 +56,43 @@ def test_resuming_a_checkpoint_from_before_the_wide_heads_is_refused_naming_the_
         check_compatible(with_legacy_shape(saved), cfg.to_dict(), Config.SHAPE_FIELDS, "ckpt-000000001.pt")
     narrow = load(None, ["--model.policy_filters=2", "--model.value_filters=1"]).to_dict()
     check_compatible(with_legacy_shape(saved), narrow, Config.SHAPE_FIELDS, "ckpt-000000001.pt")  # resumable so
+
+
+def _batch(game, n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    states = game.initial_states(n)
+    for _ in range(6):  # a few random plies so the batch is not one position
+        legal = game.legal_mask(states)
+        states = game.play(states, np.where(legal, rng.random(legal.shape), -1).argmax(axis=1)).states
+    return {"states": states, "policy": rng.dirichlet(np.ones(7), n).astype(np.float32),
+            "z": rng.choice([-1.0, 1.0], n).astype(np.float32), "q": np.zeros(n, np.float32)}
+
+
+def test_the_moving_average_lags_the_weights_and_is_what_a_checkpoint_plays():
+    game = make_game("connect4")
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.ema_half_life_steps=4"])
+    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    start = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    for step in range(12):
+        learner.step(_batch(game, seed=step))
+    raw, avg = learner.model.state_dict(), learner.playing_model().state_dict()
+    w = "stem.0.weight"
+    moved, lagged = (raw[w] - start[w]).norm(), (avg[w] - start[w]).norm()
+    assert 0 < lagged < moved                         # between the start and the newest weights
+    assert not torch.equal(avg["stem.1.running_mean"], raw["stem.1.running_mean"])  # BatchNorm averaged too
+    payload = {**learner.state_dict(), "step": 12, "config": cfg.to_dict()}
+    assert playing_weights(payload) is payload["ema"]
+    assert playing_weights({k: v for k, v in payload.items() if k != "ema"}) is payload["model"]
+
+    resumed = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    resumed.load_state_dict(payload)
+    assert all(torch.equal(a, b) for a, b in zip(resumed.playing_model().state_dict().values(), avg.values()))
+    resumed.step(_batch(game, seed=99))               # averages on from the saved average, not a fresh copy
+    after = resumed.playing_model().state_dict()[w]
+    assert 0 < (after - avg[w]).norm() < (resumed.model.state_dict()[w] - avg[w]).norm()
+
+
+def test_no_average_plays_the_raw_weights():
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.ema_half_life_steps=0"])
+    learner = Learner(cfg, make_game("connect4"), Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    assert learner.playing_model() is learner.model and "ema" not in learner.state_dict()
