@@ -1,8 +1,9 @@
 """Benchmarks: self-play and learner throughput per core, and Pons error against wall-clock time.
 
     make bench                                   # throughput (~3 min) -> bench/results/throughput-*.json
-    make bench ARGS="--train-minutes 30"         # plus a fixed-budget training run graded on the Pons sets
-    make bench ARGS="--from-run runs/c4-30min"   # grade an existing run's checkpoints instead of training
+    make bench ARGS="--train-minutes 30"         # plus fixed-budget training runs (seeds 1337 and 2) graded on Pons
+    make bench ARGS="--train-minutes 30 --seeds 7 --train-args='--search.full_search_fraction=1'"  # an A/B arm
+    make bench ARGS="--from-run runs/a,runs/b"   # grade existing runs' checkpoints instead of training
 
 Throughput is measured in this process on one core (torch and numpy single-threaded), with
 the exact evaluator the actors use. Ratios against alpha-zero-general use its figures measured
@@ -29,6 +30,7 @@ from selfplay import checkpoint, evaluate
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import load
 from selfplay.distributed import DistInfo
+from selfplay.elo import wilson
 from selfplay.games import make_game
 from selfplay.hardware import Precision, inference_dtype, pick_precision
 from selfplay.inference import NetworkEvaluator
@@ -170,24 +172,58 @@ def inference_placement(config: str, seconds: float) -> list[dict]:
     return rows
 
 
-def grade_run(run_dir: Path, positions: int, sims: int) -> list[dict]:
-    """Pons error of each checkpoint of a run, against the minutes it had trained."""
+def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
+    """Pons errors of one checkpoint's playing weights, MCTS at ``sims`` (plain PUCT, visit ties broken by Q)."""
+    payload = checkpoint.load(path)
+    cfg = payload["config"]
+    model = build_model(make_game("connect4"), cfg["model"]["channels"], cfg["model"]["blocks"])
+    model.load_state_dict(checkpoint.playing_weights(payload))
+    sets = evaluate.load_sets(evaluate.find_pons_dir(), positions)
+    result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype()), sets, sims)
+    print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
+    return {"checkpoint": path.name, "step": int(payload["step"]), "simulations": sims,
+            **{k: v for k, v in result.items() if not k.startswith("_")}}
+
+
+def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict:
+    """Pons error of each checkpoint of a run against the minutes it had trained; the last also at ``final_sims``."""
     stats = [json.loads(ln) for ln in (run_dir / "stats.jsonl").read_text().splitlines()]
     t0 = stats[0]["time"] if stats else 0
     curve = []
     for path in checkpoint.list_checkpoints(run_dir):
-        payload = checkpoint.load(path)
-        cfg = payload["config"]
-        model = build_model(make_game("connect4"), cfg["model"]["channels"], cfg["model"]["blocks"])
-        model.load_state_dict(checkpoint.playing_weights(payload))
-        sets = evaluate.load_sets(evaluate.find_pons_dir(), positions)
-        result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype()), sets, sims)
-        written = path.stat().st_mtime
-        curve.append({"checkpoint": path.name, "step": int(payload["step"]),
-                      "minutes": round((written - t0) / 60, 1) if t0 else None,
-                      **{k: v for k, v in result.items() if not k.startswith("_")}})
-        print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
-    return curve
+        row = grade_checkpoint(path, positions, sims)
+        row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
+        curve.append(row)
+    trained = [r for r in stats if r["kind"] == "train"]
+    last = trained[-1] if trained else {}
+    out = {"run": str(run_dir), "mcts_simulations": sims, "curve": curve,
+           "periodic_eval": [r for r in stats if r["kind"] == "eval"],
+           # what users of self-play trainers watch, from the run's last progress window
+           "final_window": {k: last.get(k) for k in ("selfplay/games", "selfplay/positions", "selfplay/draw_rate",
+                                                      "selfplay/game_length", "charts/simulations_per_s",
+                                                      "charts/step")}}
+    if curve and final_sims:
+        out["final_graded_at"] = grade_checkpoint(checkpoint.list_checkpoints(run_dir)[-1], positions, final_sims)
+    return out
+
+
+def error_table(runs: list[dict], key: str = "curve") -> list[dict]:
+    """Per set: each run's final MCTS weak error with its Wilson 95% interval, their mean, the reference and target."""
+    rows = []
+    for name, azg in AZG_30MIN_MCTS_WEAK.items():
+        row = {"set": name}
+        errors = []
+        for i, run in enumerate(runs):
+            graded = run[key][-1] if key == "curve" else run[key]
+            e, n = graded[name]["mcts_weak"], graded[name]["positions"]
+            lo, hi = wilson(round(e * n), 0, n - round(e * n))
+            row[f"run{i + 1}"] = f"{100 * e:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+            errors.append(e)
+        row["mean"] = float(np.mean(errors))
+        row["azg"], row["ratio"], row["target"] = azg, row["mean"] / azg, TARGET_30MIN_MCTS_WEAK[name]
+        row["met"] = max(errors) <= TARGET_30MIN_MCTS_WEAK[name]  # by every seed, not on average
+        rows.append(row)
+    return rows
 
 
 def table(rows: list[dict], keys: list[str]) -> str:
@@ -201,8 +237,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
     ap.add_argument("--train-minutes", type=float, default=0, help="also train Connect Four this long, then grade")
-    ap.add_argument("--from-run", default="", help="grade this run's checkpoints instead of training")
+    ap.add_argument("--seeds", default="1337,2", help="one training run per seed (--train-minutes), one after the other")
+    ap.add_argument("--train-args", default="", help="extra trainer flags for the training runs (an A/B arm)")
+    ap.add_argument("--from-run", default="", help="grade these runs' checkpoints (comma-separated) instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
+    ap.add_argument("--final-simulations", type=int, default=600,
+                    help="also grade each run's last checkpoint at this many simulations (AlphaZero.jl's); 0 skips")
+    ap.add_argument("--skip-throughput", action="store_true", help="only the training runs and their grading")
     ap.add_argument("--scaling-seconds", type=float, default=60, help="per case of the 1-vs-2-rank run; 0 skips")
     ap.add_argument("--placement-seconds", type=float, default=60,
                     help="per case of the local-vs-learner inference run; 0 skips")
@@ -216,6 +257,8 @@ def main() -> int:
     cases = [(32, 4, 128, 64), (32, 4, 64, 64), (64, 4, 128, 64), (64, 4, 64, 64)]
     if args.quick:
         cases = [(8, 1, 16, 8)]
+    if args.skip_throughput:
+        cases, args.scaling_seconds, args.placement_seconds = [], 0, 0
     report["selfplay"] = []
     for ch, bl, games, sims in cases:
         r = selfplay_throughput(ch, bl, games, sims, 2 if args.quick else args.seconds)
@@ -223,8 +266,9 @@ def main() -> int:
         print(f"self-play {r['net']} x{games} games: {r['simulations_per_s']:.0f} sims/s "
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch, {r['vs_azg_64ch']:.1f}x azg-64ch), "
               f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
-    report["learner"] = [learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
-                         for ch, bl in ([(32, 4), (64, 4)] if not args.quick else [(8, 1)])]
+    report["learner"] = [] if args.skip_throughput else [
+        learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
+        for ch, bl in ([(32, 4), (64, 4)] if not args.quick else [(8, 1)])]
     for r in report["learner"]:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
@@ -236,37 +280,45 @@ def main() -> int:
         report["inference_placement"] = inference_placement("tictactoe" if args.quick else "connect4",
                                                             10 if args.quick else args.placement_seconds)
 
-    run_dir = Path(args.from_run) if args.from_run else None
-    if args.train_minutes and not run_dir:
-        run_dir = Path("runs") / f"bench-{stamp}"
-        subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run_dir}",
-                        f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5"], check=True)
-    if run_dir:
-        curve = grade_run(run_dir, args.positions, 25)
-        periodic = [r for r in map(json.loads, (run_dir / "stats.jsonl").read_text().splitlines())
-                    if r["kind"] == "eval"]
-        report["training"] = {"run": str(run_dir), "mcts_simulations": 25, "curve": curve,
-                              "periodic_eval": periodic, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
+    run_dirs = [Path(r) for r in args.from_run.split(",") if r]
+    if args.train_minutes and not run_dirs:
+        for seed in (int(x) for x in args.seeds.split(",")):
+            run_dirs.append(Path("runs") / f"bench-{stamp}-seed{seed}")
+            subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
+                            f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}", f"--run.max_minutes={args.train_minutes}",
+                            "--run.checkpoint_every_minutes=5", *args.train_args.split()], check=True)
+    if run_dirs:
+        runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
+        report["training"] = {"runs": runs, "train_args": args.train_args, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
                               "azg_30min_mcts_weak_earlier": AZG_30MIN_MCTS_WEAK_EARLIER,
                               "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}
-        if curve:
-            last = curve[-1]
-            report["training"]["vs_azg_error_ratio"] = {
-                k: last[k]["mcts_weak"] / v for k, v in AZG_30MIN_MCTS_WEAK.items()}
-            rows = [{"set": k, "mcts_weak": last[k]["mcts_weak"], "azg": v, "ratio": last[k]["mcts_weak"] / v,
-                     "target": TARGET_30MIN_MCTS_WEAK[k], "met": last[k]["mcts_weak"] <= TARGET_30MIN_MCTS_WEAK[k]}
-                    for k, v in AZG_30MIN_MCTS_WEAK.items()]
-            print(f"\nPons MCTS-25 weak error of {last['checkpoint']} (step {last['step']}, {last['minutes']} min), "
-                  f"CPU flags: {' '.join(report['machine']['cpu_flags'])}")
-            print(table(rows, ["set", "mcts_weak", "azg", "ratio", "target", "met"]))
+        if all(r["curve"] for r in runs):
+            rows = error_table(runs)
+            report["training"]["mcts25_table"] = rows
+            cols = ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean", "azg", "ratio", "target", "met"]
+            print("\nPons MCTS-25 weak error (%, Wilson 95% over the positions) of each run's last checkpoint: "
+                  + "; ".join(f"run{i + 1} {r['run']} step {r['curve'][-1]['step']}" for i, r in enumerate(runs))
+                  + f". CPU flags: {' '.join(report['machine']['cpu_flags'])}")
+            print(table(rows, cols))
+            if all("final_graded_at" in r for r in runs):
+                rows = error_table(runs, "final_graded_at")
+                report["training"][f"mcts{args.final_simulations}_table"] = rows
+                print(f"\nThe same checkpoints at {args.final_simulations} simulations (AlphaZero.jl grades at 600):")
+                print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
+            for i, r in enumerate(runs):
+                w = r["final_window"]
+                print(f"run{i + 1}: {w['selfplay/games']} games, {w['selfplay/positions']} positions recorded, "
+                      f"last window {w['selfplay/game_length']} plies a game, {w['selfplay/draw_rate']} drawn")
 
     out = RESULTS / f"bench-{stamp}.json"
     out.write_text(json.dumps(report, indent=2))
-    print("\n" + table(report["selfplay"], ["net", "games_per_actor", "simulations_per_s", "network_evals_per_s",
-                                            "positions_per_s", "mean_batch", "outside_forward_share",
-                                            "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
-    print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",
-                                           "samples_per_s_fp32"]))
+    if report["selfplay"]:
+        print("\n" + table(report["selfplay"], ["net", "games_per_actor", "simulations_per_s", "network_evals_per_s",
+                                                "positions_per_s", "mean_batch", "outside_forward_share",
+                                                "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
+    if report["learner"]:
+        print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",
+                                               "samples_per_s_fp32"]))
     if "scaling" in report:
         print("\n" + table(report["scaling"], ["ranks", "positions_per_s", "learner_steps", "speedup_vs_1_rank"]))
     if "inference_placement" in report:

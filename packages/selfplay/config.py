@@ -71,11 +71,6 @@ class SearchConfig:
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = 16
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1)."""
-    first_play: Literal["zero", "parent"] = "zero"
-    """Value of an untried move in self-play search: zero, or the network's value of its parent minus
-    search.fpu_reduction (Leela's first-play urgency). Grading always uses zero (plain PUCT)."""
-    fpu_reduction: float = 0.2
-    """How much worse than its parent an untried move is assumed to be (search.first_play=parent)."""
 
     def __post_init__(self):
         _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
@@ -87,7 +82,6 @@ class SearchConfig:
                f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
         _check(1 <= self.fast_simulations <= self.simulations,
                f"search.fast_simulations={self.fast_simulations} must be in 1..search.simulations={self.simulations}")
-        _check(0 <= self.fpu_reduction <= 2, f"search.fpu_reduction={self.fpu_reduction} must be in 0..2")
 
 
 @dataclass

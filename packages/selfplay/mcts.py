@@ -49,8 +49,8 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu: float | None = 0.0, rng: np.random.Generator | None = None,
-                 encode: Callable[[np.ndarray], np.ndarray] | None = None, fpu_reduction: float = 0.0):
+                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
         # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
@@ -58,12 +58,7 @@ class BatchedMCTS:
         self.c_puct = c_puct
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
-        # Value assumed for an unvisited edge, from the chooser's point of view: a constant, or (fpu=None) the
-        # network's value of the node it leaves minus fpu_reduction (Leela's first-play urgency), so that a
-        # losing side does not try every untried move before the one it has looked at, nor a winning side stop
-        # looking because an untried move's 0 is worse than what it has.
-        self.fpu = fpu
-        self.fpu_reduction = fpu_reduction
+        self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
         self.rng = rng or np.random.default_rng()
 
     def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
@@ -85,7 +80,6 @@ class BatchedMCTS:
         children = np.zeros((B, M, A), dtype=np.int32)
         terminal = np.zeros((B, M), dtype=bool)
         terminal_value = np.zeros((B, M), dtype=np.float32)
-        node_value = np.zeros((B, M), dtype=np.float32)  # the network's value of each node, for its player to move
         num_nodes = np.ones(B, dtype=np.int32)
 
         states[:, 0] = roots
@@ -93,7 +87,6 @@ class BatchedMCTS:
         logits, net_value = self.evaluate(self.encode(roots))
         root_prior = masked_softmax(logits, legal)
         prior[:, 0] = root_prior
-        node_value[:, 0] = net_value
         noisy = np.broadcast_to(np.asarray(add_noise, dtype=bool), (B,))
         if noisy.any():
             noise = self.rng.dirichlet(np.full(A, self.dirichlet_alpha), size=B).astype(np.float32)
@@ -120,8 +113,7 @@ class BatchedMCTS:
                 n = node[walking]
                 p = prior[walking, n]
                 v = visits[walking, n]
-                unvisited = self.fpu if self.fpu is not None else node_value[walking, n, None] - self.fpu_reduction
-                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), unvisited)
+                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
                 u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
                 score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
                 a = score.argmax(axis=1).astype(np.int32)
@@ -158,7 +150,6 @@ class BatchedMCTS:
                     eval_games, eval_idx, eval_states = new_games[to_eval], idx[to_eval], step.states[to_eval]
                     logits, values = self.evaluate(self.encode(eval_states))
                     prior[eval_games, eval_idx] = masked_softmax(logits, game.legal_mask(eval_states))
-                    node_value[eval_games, eval_idx] = values
                     leaf_value[eval_games] = values
                     evals += len(eval_games)
                     calls += 1
