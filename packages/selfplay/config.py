@@ -70,7 +70,7 @@ class SearchConfig:
     """Playout-cap randomisation (KataGo): this share of self-play moves get `simulations` with root noise and
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = 16
-    """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1)."""
+    """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
 
     def __post_init__(self):
         _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
@@ -80,8 +80,8 @@ class SearchConfig:
         _check(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
         _check(0 < self.full_search_fraction <= 1,
                f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
-        _check(1 <= self.fast_simulations <= self.simulations,
-               f"search.fast_simulations={self.fast_simulations} must be in 1..search.simulations={self.simulations}")
+        _check(1 <= self.fast_simulations <= 100_000,
+               f"search.fast_simulations={self.fast_simulations} must be in 1..100000")
 
 
 @dataclass
