@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from selfplay import checkpoint, evaluate
+from selfplay.__main__ import resolve_config
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import load
 from selfplay.distributed import DistInfo
@@ -61,11 +62,16 @@ def machine() -> dict:
             "python": platform.python_version(), "inference_dtype": str(inference_dtype()).replace("torch.", "")}
 
 
-def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float) -> dict:
-    """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit."""
+def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float,
+                        full_fraction: float = 1.0) -> dict:
+    """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit.
+
+    ``full_fraction`` < 1 is playout-cap randomisation as the connect4 config sets it (fast searches at
+    search.fast_simulations): fewer simulations a move, smaller batches once the fast searches are done."""
     game = make_game("connect4")
     cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--actors.games={games}",
-                      f"--search.simulations={sims}"])
+                      f"--search.simulations={sims}", f"--search.full_search_fraction={full_fraction}",
+                      f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
     model = build_model(game, channels, blocks).eval()
     ev = NetworkEvaluator(model, inference_dtype())
     worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
@@ -91,7 +97,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     sims_per_s = (worker.simulations - sims0) / wall
     return {
         "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
-        "simulations_per_move": sims, "seconds": round(wall, 1),
+        "simulations_per_move": sims, "full_search_fraction": full_fraction, "seconds": round(wall, 1),
         "positions_per_s": (worker.moves - moves0) / wall,
         "simulations_per_s": sims_per_s,
         "network_evals_per_s": ev.positions / wall,
@@ -194,8 +200,8 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
         row = grade_checkpoint(path, positions, sims)
         row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
         curve.append(row)
-    trained = [r for r in stats if r["kind"] == "train"]
-    last = trained[-1] if trained else {}
+    # the newest progress window in which games finished (draw rate and game length are empty in the others)
+    last = next((r for r in reversed(stats) if r["kind"] == "train" and r.get("selfplay/game_length")), {})
     out = {"run": str(run_dir), "mcts_simulations": sims, "curve": curve,
            "periodic_eval": [r for r in stats if r["kind"] == "eval"],
            # what users of self-play trainers watch, from the run's last progress window
@@ -254,16 +260,17 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "when": stamp}
 
-    cases = [(32, 4, 128, 64), (32, 4, 64, 64), (64, 4, 128, 64), (64, 4, 64, 64)]
+    cases = [(32, 4, 128, 64, 1.0), (32, 4, 128, 64, 0.25), (32, 4, 64, 64, 1.0), (64, 4, 128, 64, 1.0),
+             (64, 4, 64, 64, 1.0)]
     if args.quick:
-        cases = [(8, 1, 16, 8)]
+        cases = [(8, 1, 16, 8, 0.25)]
     if args.skip_throughput:
         cases, args.scaling_seconds, args.placement_seconds = [], 0, 0
     report["selfplay"] = []
-    for ch, bl, games, sims in cases:
-        r = selfplay_throughput(ch, bl, games, sims, 2 if args.quick else args.seconds)
+    for ch, bl, games, sims, full in cases:
+        r = selfplay_throughput(ch, bl, games, sims, 2 if args.quick else args.seconds, full)
         report["selfplay"].append(r)
-        print(f"self-play {r['net']} x{games} games: {r['simulations_per_s']:.0f} sims/s "
+        print(f"self-play {r['net']} x{games} games, full searches {full:.0%}: {r['simulations_per_s']:.0f} sims/s "
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch, {r['vs_azg_64ch']:.1f}x azg-64ch), "
               f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
     report["learner"] = [] if args.skip_throughput else [
@@ -313,7 +320,8 @@ def main() -> int:
     out = RESULTS / f"bench-{stamp}.json"
     out.write_text(json.dumps(report, indent=2))
     if report["selfplay"]:
-        print("\n" + table(report["selfplay"], ["net", "games_per_actor", "simulations_per_s", "network_evals_per_s",
+        print("\n" + table(report["selfplay"], ["net", "games_per_actor", "full_search_fraction", "simulations_per_s",
+                                                "network_evals_per_s",
                                                 "positions_per_s", "mean_batch", "outside_forward_share",
                                                 "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["learner"]:

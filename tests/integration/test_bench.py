@@ -31,3 +31,45 @@ def test_quick_bench_writes_throughput_json():
         assert all(r["positions_per_s"] > 0 and r["learner_steps"] > 0 for r in placement)
     finally:
         path.unlink()
+
+
+def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations(tmp_path):
+    """`--from-run a,b`: one table row per set with each run's error and Wilson interval, the mean, the target;
+    the last checkpoint of each run graded again at --final-simulations; the JSON holds both tables."""
+    runs = []
+    for seed in (1, 2):
+        run = tmp_path / f"seed{seed}"
+        trained = subprocess.run(
+            [sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run}", f"--run.seed={seed}",
+             "--model.channels=8", "--model.blocks=1", "--actors.games=16", "--search.simulations=8",
+             "--learner.batch_size=32", "--learner.min_replay=64", "--run.max_minutes=0.3", "--actors.count=1",
+             "--eval.every_minutes=0", "--run.log_every_seconds=1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+        assert trained.returncode == 0, trained.stderr
+        runs.append(str(run))
+    before = set((ROOT / "bench/results").glob("bench-*.json"))
+    result = subprocess.run([sys.executable, "-m", "bench.run", "--skip-throughput", "--from-run", ",".join(runs),
+                             "--positions", "12", "--final-simulations", "30"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    path = (set((ROOT / "bench/results").glob("bench-*.json")) - before).pop()
+    try:
+        training = json.loads(path.read_text())["training"]
+    finally:
+        path.unlink()
+    rows = training["mcts25_table"]
+    assert [r["set"] for r in rows] == ["End-Easy", "Middle-Easy", "Middle-Medium", "Begin-Easy", "Begin-Medium",
+                                        "Begin-Hard"]
+    for run, column in zip(training["runs"], ("run1", "run2")):
+        last = run["curve"][-1]
+        assert last["checkpoint"] == sorted(p.name for p in Path(run["run"]).glob("ckpt-*.pt"))[-1]
+        assert run["final_graded_at"]["checkpoint"] == last["checkpoint"]
+        assert run["final_graded_at"]["simulations"] == 30
+        for row in rows:
+            error = last[row["set"]]["mcts_weak"]
+            shown, interval = row[column].split(" ", 1)
+            low, high = (float(x) for x in interval.strip("[]").split(", "))
+            assert float(shown) == round(100 * error, 1) and low <= 100 * error <= high
+        assert run["final_window"]["selfplay/games"] > 0
+    assert len(training["mcts30_table"]) == 6
+    assert "run1" in result.stdout and "at 30 simulations" in result.stdout
