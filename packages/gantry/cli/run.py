@@ -5,7 +5,19 @@ from __future__ import annotations
 import argparse
 
 from gantry import images, registry, runs
-from gantry.agent import DEFAULT_MASTER_PORT
+from gantry.agent import (
+    DEFAULT_MASTER_PORT,
+    KIND_KEY,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    RUN_DIR_ENV,
+    STAGING_ENV,
+    STATS_FILE,
+    STEP_KEY,
+    TRAIN_KIND,
+)
 from gantry.cli.follow import follow
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
@@ -13,7 +25,7 @@ from gantry.status import ExitStatus
 NAME = "run"
 DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Start the trainer on every node of the deployment: the image is looked up in the registry first
 (REPO/gantry-trainer:cpu, or :cuda with use_gpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
@@ -31,8 +43,9 @@ A run with the same id resumes from its newest checkpoint in the bucket (--resum
 Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each node runs
 `torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS` in the image
 (yours with --image, or the trainer image, which holds every package under packages/). It gets
-NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, GANTRY_RUN_DIR (the bucket folder) and GANTRY_STAGING;
-a stats.jsonl under GANTRY_STAGING with {"kind": "train", "step": N} records is what status shows.
+{NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, {RUN_DIR_ENV} (the bucket folder) and
+{STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records is
+what status shows.
 
 examples:
   gantry run                                        # connect4, the image make build-train pushed
