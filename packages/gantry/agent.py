@@ -45,6 +45,17 @@ DONE_STATES = ("finished", "stopped")
 STATES = ("idle", *ACTIVE_STATES, *DONE_STATES, "error", "powering-off")
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 STAGING = "/runs/staging"  # the container's local copy of a bucket run dir (GANTRY_STAGING), under the mount
+# What every container gets in its environment (docker_run_args), whichever program it runs: torchrun's rendezvous
+# as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for its staged copy.
+NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"
+NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
+RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
+STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
+# The stats.jsonl a program writes under /runs is how the agent learns its progress (newest_record): the newest
+# line with "kind": TRAIN_KIND and a STEP_KEY is the step `gantry status` shows, with any REPORTED_FIGURES.
+STATS_FILE = "stats.jsonl"
+KIND_KEY, TRAIN_KIND, STEP_KEY = "kind", "train", "step"
+LOSS_KEY = "losses/total"
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
 # peer, billing all the while. 30 min is well past what a peer needs to come back on its own or by `make run-gcp`
@@ -65,12 +76,17 @@ class RunSpec:
     node_rank: int
     nnodes: int
     master_addr: str
-    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS)
+    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS), or with torchrun
+    # the program: `-m MODULE ARGS` or `SCRIPT ARGS`
     master_port: int = DEFAULT_MASTER_PORT
     nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
     gpu: bool = False
     action: str = "start"  # start | stop
     launched_at: str = ""
+    run_dir: str = ""  # the run's directory (GANTRY_RUN_DIR): gs://BUCKET/runs/RUN_ID
+    # True: the container runs `torchrun RENDEZVOUS ARGS` (torchrun_args), not the image's entry point: your own
+    # trainer, from your image or a package under packages/ in the trainer image.
+    torchrun: bool = False
 
     def __post_init__(self):
         if not RUN_ID.fullmatch(str(self.run_id)):
@@ -79,6 +95,8 @@ class RunSpec:
             raise ValueError(f"action {self.action!r} (start or stop)")
         if not 0 <= int(self.node_rank) < int(self.nnodes):
             raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
+        if self.torchrun and not self.args:
+            raise ValueError("torchrun with no program (args: -m MODULE ARGS or SCRIPT ARGS)")
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
 
     @property
@@ -104,10 +122,10 @@ class RunSpec:
             raise ValueError(str(exc)) from None
 
 
-def newest_record(folder: str, kind: str = "train") -> dict | None:
+def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
     """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the trainer's own
     output: selfplay.stats.RunLog writes train records every few seconds, eval records beside them)."""
-    files = glob.glob(os.path.join(folder, "**", "stats.jsonl"), recursive=True)
+    files = glob.glob(os.path.join(folder, "**", STATS_FILE), recursive=True)
     if not files:
         return None
     try:
@@ -122,7 +140,7 @@ def newest_record(folder: str, kind: str = "train") -> dict | None:
             record = json.loads(line)
         except ValueError:
             continue  # the first line of the tail, cut in half, or a line being written
-        if isinstance(record, dict) and record.get("kind") == kind and "step" in record:
+        if isinstance(record, dict) and record.get(KIND_KEY) == kind and STEP_KEY in record:
             return record
     return None
 
@@ -434,7 +452,7 @@ class Agent:
             return
         record = newest_record(self.run_folder(self.spec))
         if record is not None:
-            self.step = int(record["step"])
+            self.step = int(record[STEP_KEY])
             if self.loop_since is not None and self.step != self.loop_step:
                 self.loop_since = None  # a new training step since the crash: progress, not a loop
             self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
@@ -528,7 +546,7 @@ class Agent:
 # The stats.jsonl keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how
 # `gantry status` shows each.
 REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
-                    "charts/simulations_per_s": "{:,.0f} simulations/s", "losses/total": "loss {:.3f}"}
+                    "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
 
 
 def parse_spec(raw, log) -> RunSpec | None:
@@ -543,18 +561,30 @@ def parse_spec(raw, log) -> RunSpec | None:
 
 
 def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
-    env = {"NNODES": spec.nnodes, "NODE_RANK": spec.node_rank, "MASTER_ADDR": spec.master_addr,
-           "MASTER_PORT": spec.master_port,
-           "GANTRY_STAGING": STAGING}  # the bucket mirror's local copy survives container restarts
+    env = {NNODES_ENV: spec.nnodes, NODE_RANK_ENV: spec.node_rank, MASTER_ADDR_ENV: spec.master_addr,
+           MASTER_PORT_ENV: spec.master_port,
+           STAGING_ENV: STAGING}  # the bucket mirror's local copy survives container restarts
     if spec.nproc_per_node:
-        env["NPROC_PER_NODE"] = spec.nproc_per_node
+        env[NPROC_PER_NODE_ENV] = spec.nproc_per_node
+    if spec.run_dir:
+        env[RUN_DIR_ENV] = spec.run_dir
     args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", s.shm_size,
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     if spec.gpu:
         args += ["--gpus", "all"]
     for key, value in env.items():
         args += ["-e", f"{key}={value}"]
+    if spec.torchrun:  # whatever the image's entry point is: the rendezvous is the agent's to wire
+        return [*args, "--entrypoint", "torchrun", spec.image, *torchrun_args(spec)]
     return [*args, spec.image, *spec.args]
+
+
+def torchrun_args(spec: RunSpec) -> list[str]:
+    """torchrun's static rendezvous at node 0, from the same fields as the environment, then the program.
+    Ranks per node: the launch's --nproc-per-node, else one per GPU on a GPU node, else one."""
+    nproc = spec.nproc_per_node or ("gpu" if spec.gpu else 1)
+    return [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", f"--master-addr={spec.master_addr}",
+            f"--master-port={spec.master_port}", f"--nproc-per-node={nproc}", *spec.args]
 
 
 def _writable(path: str) -> bool:

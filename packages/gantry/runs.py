@@ -84,14 +84,30 @@ def new_run_id() -> str:
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
                  config: str = "connect4", master_port: int | None = None, nproc_per_node: int = 0,
-                 action: str = "start") -> list[RunSpec]:
-    """One spec per node: the same run and trainer flags, each node its rank."""
+                 action: str = "start", torchrun: bool = False) -> list[RunSpec]:
+    """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
+    your program (`-m MODULE ARGS`), run under torchrun as they are; else the selfplay trainer's flags."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
-    trainer_args = ("--config", config, f"--run.dir={run_url}", *args)
+    trainer_args = tuple(args) if torchrun else ("--config", config, f"--run.dir={run_url}", *args)
     port = {"master_port": master_port} if master_port else {}
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
-                    action=action, launched_at=launched_at, **port) for node in cluster.nodes]
+                    action=action, launched_at=launched_at, run_dir=run_url, torchrun=torchrun, **port)
+            for node in cluster.nodes]
+
+
+def torchrun_program(after_dashes: list[str]) -> list[str] | None:
+    """The words after `--` as your own torchrun program (`-m MODULE ARGS` or `SCRIPT ARGS`), or None when they
+    are selfplay trainer flags (each one starts with -, as --run.max_steps=100 does)."""
+    words = after_dashes[1:] if after_dashes[:1] == ["--"] else list(after_dashes)
+    if after_dashes[:1] == ["--"] and not words:
+        raise GantryError("the command after -- is empty", "Name your program after it (gantry run -- -m "
+                          "PACKAGE.MODULE ARGS), or leave -- out to run the selfplay trainer.")
+    if not words or (words[0].startswith("-") and words[0] != "-m"):
+        return None
+    if words[0] == "-m" and (len(words) < 2 or words[1].startswith("-")):
+        raise GantryError("-m names no module", "Write the module after it: gantry run -- -m PACKAGE.MODULE ARGS.")
+    return words
 
 
 # ---- instances ----

@@ -165,3 +165,46 @@ class TwinNode:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+class TwinDeployment:
+    """`make apply` as the twin has it: terraform output of the deployment (nodes, registry, master at 127.0.0.1),
+    Spot VMs in the fake Compute API with the agent and the startup script in their metadata, a local registry,
+    and a file:// folder for the bucket that the VMs' containers see at the same path."""
+
+    def __init__(self, stack, fake, infra: Path, tmp_path: Path, names: list[str]):
+        from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs
+
+        self.stack, self.tmp_path = stack, tmp_path
+        self.bucket = tmp_path / "bucket"
+        self.bucket.mkdir(mode=0o777)
+        self.bucket.chmod(0o777)  # Google's bucket takes the node's writes, whatever uid the trainer runs as
+        self.environ = {"GANTRY_BUCKET_URL": f"file://{self.bucket}"}
+        self.registry = stack.enter_context(LocalRegistry(tmp_path / "registry"))
+        self.outputs = cluster_outputs(names, master="127.0.0.1", registry_host=self.registry.host)
+        apply_outputs_module(infra, self.outputs)
+        self.script = startup_script(tmp_path, self.registry.host)
+        self.vms = add_nodes(fake, names)
+        for vm in self.vms:  # Spot VMs that stop when preempted, as infra/ creates them with spot = true
+            vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
+            vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
+                                       {"key": "startup-script", "value": self.script}]
+
+    def boot(self, run_id: str) -> list[TwinNode]:
+        """Each VM boots: startup script as root -> docker login with the metadata token -> the agent as a unit.
+        Its agent and the run's containers go when the test ends."""
+        from fake_metadata import FakeMetadata
+
+        nodes = []
+        for rank, vm in enumerate(self.vms):
+            metadata = self.stack.enter_context(FakeMetadata(instance=vm))
+            node = TwinNode(self.tmp_path / f"vm{rank}", metadata, self.script, self.bucket)
+            self.stack.callback(node.shut_down)
+            self.stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-{run_id}-{rank}"],
+                                capture_output=True, timeout=300, check=False)
+            vm["serialPortFile"] = str(node.serial)
+            booted = node.boot()
+            assert booted.returncode == 0, booted.stdout + booted.stderr
+            assert metadata.guest_attributes["gantry/boot"] == "ready"
+            nodes.append(node)
+        return nodes

@@ -11,11 +11,22 @@ import pytest
 from agent_helpers import wait_until
 from fake_registry import FakeRegistry
 from gantry import runs
-from gantry.agent import RunSpec
+from gantry.agent import (
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    RUN_DIR_ENV,
+    RunSpec,
+    Settings,
+    docker_run_args,
+    newest_record,
+)
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
 from selfplay.stats import RunLog, arena_key, eval_key
+from toytrain.train import train_record
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
@@ -81,6 +92,67 @@ def test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node(
         f"gantry: error: image {registry.host}/demo-project/gantry/gantry-trainer:cpu is not in the registry. "
         "Run `make build-train` (it builds and pushes to the deployment's repository), or name one with --image.")
     assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
+
+
+def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_dir(cli, world):
+    result = cli("run", "--detach", "--run-id", "r1", "--", "-m", "toytrain.train", "--steps", "5", "--",
+                 "--config", "x", environ=world["environ"])  # a -- and --config inside the program are its own
+    assert result.status == ExitStatus.OK, result.output
+    assert "Program: torchrun -m toytrain.train --steps 5 -- --config x" in result.stdout
+    run_dir = f"file://{world['bucket']}/runs/r1"
+    for rank, vm in enumerate(world["vms"]):
+        spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
+        assert spec.torchrun and spec.args == ("-m", "toytrain.train", "--steps", "5", "--", "--config", "x")
+        assert spec.run_dir == run_dir and spec.image == world["image"]
+        # what the agent runs for it: torchrun as the entry point, the rendezvous as flags and as the environment
+        argv = docker_run_args(spec, "/var/lib/gantry/runs/r1", Settings({}))
+        assert argv[argv.index("--entrypoint") + 1] == "torchrun"
+        assert argv[argv.index(spec.image) + 1:] == [
+            "--nnodes=2", f"--node-rank={rank}", "--master-addr=10.128.0.2", "--master-port=29500",
+            "--nproc-per-node=1", *spec.args]
+        env = {argv[i + 1].partition("=")[0]: argv[i + 1].partition("=")[2] for i, a in enumerate(argv) if a == "-e"}
+        assert {k: env[k] for k in (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, RUN_DIR_ENV)} == {
+            NNODES_ENV: "2", NODE_RANK_ENV: str(rank), MASTER_ADDR_ENV: "10.128.0.2", MASTER_PORT_ENV: "29500",
+            RUN_DIR_ENV: run_dir}
+    selfplay = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
+    selfplay = RunSpec(**{**selfplay.__dict__, "torchrun": False, "args": ("--config", "connect4")})
+    assert "--entrypoint" not in docker_run_args(selfplay, "/runs", Settings({}))  # the image's entry point
+
+
+@pytest.mark.parametrize("words, problem", [
+    (["--config", "tictactoe", "--", "-m", "toytrain.train"], "--config is a selfplay trainer flag"),
+    (["--"], "the command after -- is empty"),
+    (["--", "-m"], "-m names no module"),
+    (["--", "-m", "--steps=5"], "-m names no module"),
+    (["--image", "IMAGE", "--", "-m", "mypkg.train"], "is not in the registry"),
+])
+def test_run_refuses_a_bad_program_in_one_line_before_touching_a_node(cli, fake, world, registry, words, problem):
+    words = [w.replace("IMAGE", f"{registry.host}/demo-project/gantry/mine:v1") for w in words]
+    result = cli("run", "--detach", "--run-id", "r1", *words, environ=world["environ"])
+    assert result.status == ExitStatus.ERROR, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and problem in result.stderr, result.stderr
+    assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
+
+
+def test_status_of_your_own_program_shows_its_step_and_no_pons(cli, world, tmp_path):
+    assert cli("run", "--detach", "--run-id", "r1", "--", "-m", "toytrain.train", environ=world["environ"]).status == 0
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
+            {"state": "running", "run": "r1", "node_rank": rank, "step": None, "figures": {}, "detail": ""})}
+    waiting = cli("status", environ=world["environ"])
+    assert 'master: no "kind": "train" record with a "step" in the program\'s stats.jsonl' in waiting.stdout
+    # the agent's report, as it reads it from the program's own records
+    (tmp_path / "stats.jsonl").write_text(json.dumps(train_record(12, 0.25, 900.0)) + "\n")
+    record = newest_record(str(tmp_path))
+    world["vms"][0]["guestAttributes"]["gantry/agent"] = json.dumps(
+        {"state": "running", "run": "r1", "node_rank": 0, "step": record["step"], "figures": {"losses/total": 0.25},
+         "detail": "", "heartbeat": int(time.time())})
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert result.stdout.splitlines()[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "12"]
+    assert "master: step 12 | loss 0.250" in result.stdout
+    assert "Pons" not in result.stdout and "no \"kind\"" not in result.stdout
 
 
 def test_a_second_run_does_not_silently_replace_the_one_in_progress(cli, fake, world):

@@ -21,12 +21,11 @@ from contextlib import ExitStack
 
 import pytest
 from agent_helpers import wait_until
-from fake_metadata import FakeMetadata
 from gantry.agent import RunSpec
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
-from node_twin import REPO, LocalRegistry, TwinNode, free_port, startup_script
-from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
+from node_twin import TwinDeployment, free_port
+from runs_helpers import metadata_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
               pytest.mark.timeout(1800)]
@@ -64,21 +63,9 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
     def phase(what: str) -> None:  # shown with -s and on failure: where the minutes go
         print(f"[node twin {time.monotonic() - began:5.0f} s] {what}", flush=True)
 
-    bucket = tmp_path / "bucket"
-    bucket.mkdir(mode=0o777)
-    bucket.chmod(0o777)  # Google's bucket takes the node's writes, whatever uid the trainer runs as
-    environ = {"GANTRY_BUCKET_URL": f"file://{bucket}"}
     with ExitStack() as stack:
-        registry = stack.enter_context(LocalRegistry(tmp_path / "registry"))
-        # make apply: the deployment's outputs, its two VMs with the agent and startup script in metadata
-        outputs = cluster_outputs(NAMES, master="127.0.0.1", registry_host=registry.host)
-        apply_outputs_module(deployment.infra, outputs)
-        script = startup_script(tmp_path, registry.host)
-        vms = add_nodes(fake, NAMES)
-        for vm in vms:  # Spot VMs that stop when preempted, as infra/ creates them with spot = true
-            vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
-            vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
-                                       {"key": "startup-script", "value": script}]
+        twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
+        bucket, environ, outputs, vms = twin.bucket, twin.environ, twin.outputs, twin.vms
 
         phase("the deployment is applied")
         # make run-gcp before make build-train: refused with the fix, no node touched
@@ -95,17 +82,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
 
         phase("built and pushed")
         # the VMs boot: startup script as root -> docker login with the metadata token -> agent as a unit
-        nodes = []
-        for rank, vm in enumerate(vms):
-            metadata = stack.enter_context(FakeMetadata(instance=vm))
-            node = TwinNode(tmp_path / f"vm{rank}", metadata, script, bucket)
-            stack.callback(node.shut_down)
-            stack.callback(docker, "rm", "-f", f"gantry-run-twin-{rank}")
-            vm["serialPortFile"] = str(node.serial)
-            booted = node.boot()
-            assert booted.returncode == 0, booted.stdout + booted.stderr
-            assert metadata.guest_attributes["gantry/boot"] == "ready"
-            nodes.append(node)
+        nodes = twin.boot("twin")
 
         phase("both nodes booted")
         port = str(free_port())
@@ -188,3 +165,52 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         assert steps_in(run_dir)[-1] == stopped_at + 5
         assert f"rank 1 finished at step {stopped_at + 5}," in nodes[1].output()
         phase("the resumed run finished on both nodes")
+
+
+def test_your_own_torchrun_program_on_two_nodes(engine, cli, fake, deployment, tmp_path):
+    """gantry run -- -m toytrain.train: a package of packages/ in the trainer image, under torchrun on both nodes,
+    meeting over gloo at node 0, its output in the bucket and its step in gantry status."""
+    from gantry.agent import newest_record
+
+    with ExitStack() as stack:
+        twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
+        built = cli("build", "--base-image", BASE_IMAGE, environ=twin.environ)
+        assert built.status == ExitStatus.OK, built.output[-3000:]
+        pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", built.stdout).group(1)
+        nodes = twin.boot("toy")
+
+        steps = 24  # a pause per step, so that status sees the program at work
+        started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), "--", "-m",
+                      "toytrain.train", f"--steps={steps}", "--sleep-s=0.5", "--checkpoint-every=8",
+                      environ=twin.environ)
+        assert started.status == ExitStatus.OK, started.output
+        assert "Program: torchrun -m toytrain.train" in started.stdout
+
+        def working():
+            status = cli("status", environ=twin.environ)
+            row0 = status.stdout.splitlines()[1].split()
+            return status if row0[2:4] == ["running", "toy"] and row0[4] != "-" else None
+
+        status = wait_until(working, timeout=300, interval=2,
+                            what=f"status to show the program's step; node 0 said:\n{nodes[0].output()[-3000:]}"
+                                 f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
+        assert 0 < int(status.stdout.splitlines()[1].split()[4]) <= steps
+        assert "master: step" in status.stdout and "| loss " in status.stdout
+        assert "Pons" not in status.stdout  # the selfplay trainer's figures are not this program's
+
+        wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=300, interval=2,
+                   what=f"the program to finish on both nodes; node 0 said:\n{nodes[0].output()[-3000:]}"
+                        f"\nnode 1 said:\n{nodes[1].output()[-3000:]}")
+        status = cli("status", environ=twin.environ)
+        for rank, row in enumerate(status.stdout.splitlines()[1:3]):
+            assert row.split()[:4] == [str(rank), NAMES[rank], "finished", "toy"], status.stdout
+        assert status.stdout.splitlines()[1].split()[4] == str(steps)
+        assert "toytrain: 2 rank(s) over gloo" in nodes[0].output()  # one rank per node, one process group
+        for rank in range(2):  # torchrun as the entry point, in the image that was pushed
+            facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.Image}}",
+                           f"gantry-run-toy-{rank}")
+            assert facts.stdout.split() == ['["torchrun"]', pushed], facts.stdout + facts.stderr
+
+        run_dir = twin.bucket / "runs" / "toy"  # mirrored to the bucket: what make fetch brings home
+        assert newest_record(str(run_dir))["step"] == steps
+        assert (run_dir / "ckpt.pt").is_file()

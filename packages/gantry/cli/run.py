@@ -5,14 +5,27 @@ from __future__ import annotations
 import argparse
 
 from gantry import images, registry, runs
-from gantry.agent import DEFAULT_MASTER_PORT
+from gantry.agent import (
+    DEFAULT_MASTER_PORT,
+    KIND_KEY,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    RUN_DIR_ENV,
+    STAGING_ENV,
+    STATS_FILE,
+    STEP_KEY,
+    TRAIN_KIND,
+)
 from gantry.cli.follow import follow
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "run"
+DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Start the trainer on every node of the deployment: the image is looked up in the registry first
 (REPO/gantry-trainer:cpu, or :cuda with use_gpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
@@ -27,17 +40,25 @@ Then it follows the run (node states, the master's output) until the run ends or
 Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
 A run with the same id resumes from its newest checkpoint in the bucket (--resume).
 
+Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each node runs
+`torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS` in the image
+(yours with --image, or the trainer image, which holds every package under packages/). It gets
+{NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, {RUN_DIR_ENV} (the bucket folder) and
+{STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records is
+what status shows.
+
 examples:
   gantry run                                        # connect4, the image make build-train pushed
   gantry run --config tictactoe -- --run.max_steps=200
   gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
+  gantry run -- -m toytrain.train --steps 200         # your own torchrun program (packages/toytrain)
   make run-gcp ARGS="--detach"
 """
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", default="connect4", help="trainer config (default: %(default)s)")
+    parser.add_argument("--config", default=None, help=f"selfplay trainer config (default: {DEFAULT_CONFIG})")
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
                         "(default: REPOSITORY/gantry-trainer:cpu, or :cuda with use_gpu); pinned to its digest")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
@@ -50,22 +71,30 @@ def add_arguments(parser) -> None:
                         "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
-    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- --run.max_steps=100")
+    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- "
+                        "--run.max_steps=100; or your own program: -- -m PACKAGE.MODULE ARGS")
 
 
 def run(args, env) -> ExitStatus:
+    program = runs.torchrun_program(args.trainer_args)  # before any call: bad words cost nothing
+    if program is not None and args.config is not None:
+        raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
+                          f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
     cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     run_id = args.resume or args.run_id or runs.new_run_id()
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.use_gpu))
     check_nothing_runs(compute, cluster, run_id, args, env)
-    trainer_args = [a for a in args.trainer_args if a != "--"]
+    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}"
             + (" (the trainer resumes from its newest checkpoint there)" if args.resume else ""))
+    if program is not None:
+        env.say(f"Program: torchrun {' '.join(program)} (rendezvous at node 0; GANTRY_RUN_DIR={run_url})")
     runs.ensure_running(compute, cluster, env.say)
-    specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url, config=args.config,
-                              master_port=args.master_port, nproc_per_node=args.nproc_per_node)
+    specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url,
+                              config=args.config or DEFAULT_CONFIG, master_port=args.master_port,
+                              nproc_per_node=args.nproc_per_node, torchrun=program is not None)
     for node, spec in zip(cluster.nodes, specs):
         runs.write_spec(compute, cluster, node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gantry import runs
-from gantry.agent import STATES
+from gantry.agent import KIND_KEY, STAGING_ENV, STATES, STATS_FILE, STEP_KEY, TRAIN_KIND
 from gantry.status import ExitStatus
 
 NAME = "status"
@@ -54,7 +54,12 @@ def run(args, env) -> ExitStatus:
     master = statuses[0].report
     if master.get("figures"):
         env.say("master: " + runs.describe_figures(master["step"], master["figures"]))
-    if master.get("run"):
+    own_program = statuses[0].spec is not None and statuses[0].spec.torchrun
+    if master.get("run") and own_program:  # Pons and the arena are the selfplay trainer's
+        if master.get("step") is None:
+            env.say(f'master: no "{KIND_KEY}": "{TRAIN_KIND}" record with a "{STEP_KEY}" in the program\'s '
+                    f"{STATS_FILE} under {STAGING_ENV} yet")
+    elif master.get("run"):
         pons = runs.latest_pons_errors(cluster.run_url(master["run"], env.environ))
         if pons:
             step, errors = pons
