@@ -55,6 +55,9 @@ STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives co
 # line with "kind": TRAIN_KIND and a STEP_KEY is the step `gantry status` shows, with any REPORTED_FIGURES.
 STATS_FILE = "stats.jsonl"
 KIND_KEY, TRAIN_KIND, STEP_KEY = "kind", "train", "step"
+# The record a program writes last when it reached its budget: the run is over, and `gantry status` leaves a Spot
+# node that powered off after it alone instead of starting it to resume (gantry.runs.run_ended). selfplay writes it.
+END_KIND = "end"
 LOSS_KEY = "losses/total"
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the

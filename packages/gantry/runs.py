@@ -20,7 +20,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gantry.agent import ACTIVE_STATES, NAMESPACE, REPORT_KEY, REPORTED_FIGURES, RUN_KEY, RunSpec
+from gantry.agent import (
+    ACTIVE_STATES,
+    END_KIND,
+    KIND_KEY,
+    NAMESPACE,
+    REPORT_KEY,
+    REPORTED_FIGURES,
+    RUN_KEY,
+    RunSpec,
+)
 from gantry.errors import GantryError
 from gantry.gcp import Compute
 
@@ -314,10 +323,8 @@ def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
 
 def run_ended(run_url: str) -> bool:
     """Whether the run reached its budget: its newest stats.jsonl record is the trainer's end record."""
-    from selfplay.stats import END
-
     newest = next(_records_newest_first(run_url), None)
-    return newest is not None and newest.get("kind") == END
+    return newest is not None and newest.get(KIND_KEY) == END_KIND
 
 
 def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:

@@ -12,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+from gantry.agent import END_KIND
+
 EVAL = "eval"  # namespace of evaluation figures
 ARENA = "arena"  # namespace (and record kind) of arena figures
-# Kind of the record a run writes when it reached its budget (max_steps / max_minutes): the run is over, and
-# `gantry status` leaves a Spot node that stopped after it off instead of starting it to resume.
-END = "end"
+# Kind of the record a run writes when it reached its budget (max_steps / max_minutes): the launch contract's, which
+# the node agent's file defines for every program a node runs.
+END = END_KIND
 
 
 def eval_key(test_set: str, measure: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gantry.agent import RUN_DIR_ENV, STAGING_ENV, newest_record
+from gantry.runs import run_ended
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +42,4 @@ def test_toytrain_trains_two_ranks_mirrors_to_the_bucket_and_resumes_from_it(tmp
     assert second.returncode == 0, second.stdout + second.stderr
     assert "steps 6 -> 10" in second.stdout
     assert newest_record(str(bucket / "runs" / "toy"))["step"] == 10
+    assert run_ended(f"file://{bucket}/runs/toy")  # status leaves its powered-off Spot nodes alone
