@@ -22,19 +22,16 @@ from pathlib import Path
 import pytest
 from docker_helpers import docker
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# A marker, not a check in the test: the session's cpu_image fixture would build the image (minutes)
+# before a check inside the test could skip.
+pytestmark = [pytest.mark.docker, pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("devcontainer") is None,
+                                 reason="the Dev Containers CLI is not installed (scripts/ci-setup.d/"
+                                        "30-devcontainer-cli.sh installs @devcontainers/cli from npm)")]
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_UID = 1000  # the image's `trainer`
 SUMMARY = re.compile(r"^=+ (.*\d+ passed.*) in [\d.]+s.*=+$", re.MULTILINE)
-
-
-def devcontainer_cli() -> str:
-    found = shutil.which("devcontainer")
-    if not found:
-        pytest.skip("the Dev Containers CLI is not installed (scripts/ci-setup.d/30-devcontainer-cli.sh "
-                    "installs @devcontainers/cli from npm)")
-    return found
 
 
 def fresh_copy(target: Path) -> Path:
@@ -62,7 +59,7 @@ def run(*args: str, env: dict, timeout: float) -> tuple[subprocess.CompletedProc
 
 @pytest.mark.timeout(2400)
 def test_dev_container_comes_up_and_runs_the_fast_suite(cpu_image, tmp_path, record_property):
-    cli = devcontainer_cli()
+    cli = shutil.which("devcontainer")
     # A unique folder name: the CLI names its images vsc-<folder>-<hash>, so this run's are findable.
     workspace = fresh_copy(tmp_path / f"gantry-devc-{uuid.uuid4().hex[:8]}")
     env = {**os.environ, "GANTRY_TRAINER_IMAGE": cpu_image}
