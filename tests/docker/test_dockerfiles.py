@@ -1,9 +1,11 @@
 """Static checks of docker/: both Dockerfiles lint clean (hadolint; the CUDA one cannot be built on
 machines without CUDA wheels, so this is its check), every checkov skip says why, the shell scripts
-pass shellcheck, and compose.yaml has the cpu and gpu profiles that docs/DOCKER.md promises."""
+pass shellcheck, compose.yaml has the cpu and gpu profiles that docs/DOCKER.md promises, and the dev
+container's files (.devcontainer/) lint clean and fit an engine without a bridge or a GPU."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -15,8 +17,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda"]
+# The dev container's layer on top of the CPU image (.devcontainer/; run for real in test_devcontainer.py).
+DEV_DOCKERFILE = REPO / ".devcontainer" / "Dockerfile"
 SCRIPTS = [REPO / "docker" / "entrypoint.sh", REPO / "docker" / "install_torch.sh",
-           REPO / "scripts" / "docker_base.sh", REPO / "scripts" / "ci-setup.d" / "20-docker.sh"]
+           REPO / "scripts" / "docker_base.sh", REPO / "scripts" / "ci-setup.d" / "20-docker.sh",
+           REPO / "scripts" / "ci-setup.d" / "30-devcontainer-cli.sh", REPO / ".devcontainer" / "trainer_image.sh"]
 
 
 def tool(name: str) -> str:
@@ -26,13 +31,13 @@ def tool(name: str) -> str:
     return found
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", [*DOCKERFILES, DEV_DOCKERFILE], ids=lambda p: p.parent.name + "/" + p.name)
 def test_dockerfile_lints_clean(dockerfile):
     result = subprocess.run([tool("hadolint"), "--no-color", str(dockerfile)], check=False, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", [*DOCKERFILES, DEV_DOCKERFILE], ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_checkov_skip_is_justified(dockerfile):
     skips = [line for line in dockerfile.read_text().splitlines() if "checkov:skip=" in line]
     for line in skips:
@@ -84,3 +89,17 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
 def test_dockerignore_keeps_the_context_small():
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
     assert {".git", ".venv", ".venv-*", "runs", "**/.terraform", "**/__pycache__", "packages/gantry"} <= ignored
+
+
+def test_devcontainer_json_builds_on_the_trainer_image_and_suits_this_engine():
+    """What CI's engine and GPU-less hosts need; the CLI reads JSON with comments (here: whole lines)."""
+    text = (REPO / ".devcontainer" / "devcontainer.json").read_text()
+    config = json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+    assert config["build"]["dockerfile"] == "Dockerfile" and config["build"]["context"] == ".."
+    assert "--network=host" in config["build"]["options"] and "--network=host" in config["runArgs"]
+    assert config["hostRequirements"] == {"gpu": "optional"}  # the CLI adds --gpus all only where it works
+    assert not any("gpus" in arg for arg in config["runArgs"]), "--gpus in runArgs breaks GPU-less hosts"
+    assert config["remoteUser"] == "trainer" and config["postCreateCommand"] == "make install-dev"
+    dev = DEV_DOCKERFILE.read_text()
+    assert "FROM ${TRAINER_IMAGE:-gantry-trainer:cpu}" in dev and "mcr.microsoft.com" not in text + dev
+    assert "ENV VENV=/home/trainer/.venv" in dev, "make inside must use the image's venv, not the host's .venv"

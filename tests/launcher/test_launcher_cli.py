@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gantry.cli import VERBS, build_parser, main
 from gantry.status import ExitStatus
-from launcher_helpers import REPO, Deployment, isolated_environ, run_module
+from launcher_helpers import REPO, Deployment, isolated_environ, needs_terraform, run_module
 
 
 def test_top_level_help_shows_the_workflow(tmp_path):
@@ -47,6 +47,8 @@ def test_main_module_is_tiny():
     assert len(lines) < 20
 
 
+@pytest.mark.terraform
+@needs_terraform  # cost reads infra/terraform.tfvars through terraform
 def test_cost_needs_no_cloud(tmp_path):
     deployment = Deployment(tmp_path)
     deployment.write(spot=True, max_run_hours=4)

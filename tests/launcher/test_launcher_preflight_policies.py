@@ -1,8 +1,13 @@
 """Preflight's CPU and disk quotas for Spot and C4, and the organisation policies that break the kit,
 answered by the fake Compute API and the fake Resource Manager (getEffectiveOrgPolicy's real shape)."""
 
+import pytest
 from fake_googleapis import error
 from gantry.status import ExitStatus
+from launcher_helpers import needs_terraform
+
+# gantry reads infra/ through the terraform binary: skip, not fail, where there is none (the dev container)
+pytestmark = [pytest.mark.terraform, needs_terraform]
 
 
 def test_spot_c4_draws_on_preemptible_cpus_not_c4_cpus(cli, deployment, fake):
