@@ -244,7 +244,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
     ap.add_argument("--train-minutes", type=float, default=0, help="also train Connect Four this long, then grade")
     ap.add_argument("--seeds", default="1337,2", help="one training run per seed (--train-minutes), one after the other")
-    ap.add_argument("--train-args", default="", help="extra trainer flags for the training runs (an A/B arm)")
+    ap.add_argument("--train-args", default="", help="extra trainer flags for the training runs (an A/B arm); write --train-args='--a=1 --b=2'")
     ap.add_argument("--from-run", default="", help="grade these runs' checkpoints (comma-separated) instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
     ap.add_argument("--final-simulations", type=int, default=600,
