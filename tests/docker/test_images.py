@@ -74,11 +74,13 @@ def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp
     with images.build_context(REPO, "docker/Dockerfile.cpu", [wheel], [cert]) as context, \
             tarfile.open(fileobj=io.BytesIO(context.read())) as tar:
         names = set(tar.getnames())
-    assert {"docker/Dockerfile.cpu", "docker/entrypoint.sh", "pyproject.toml",
-            "packages/selfplay/train.py"} <= names
+    assert {"docker/Dockerfile.cpu", "docker/entrypoint.sh", "pyproject.toml", "packages/selfplay/train.py",
+            "packages/toytrain/train.py"} <= names
     assert f"docker/wheels/{wheel.name}" in names and "docker/certs/extra-0-proxy-ca.crt" in names
-    leaked = [n for n in names if n.startswith((".venv", ".git/", "runs/", "packages/gantry/", "infra/", "tests/"))
-              or "__pycache__" in n]
+    # of the launcher only its stdlib agent, whose launch contract the programs in the image import
+    launcher = {n for n in names if n.startswith("packages/gantry/")}
+    assert launcher == {"packages/gantry/__init__.py", "packages/gantry/agent.py"}, sorted(launcher)
+    leaked = [n for n in names if n.startswith((".venv", ".git/", "runs/", "infra/", "tests/")) or "__pycache__" in n]
     assert not leaked, leaked[:10]
 
 
