@@ -182,10 +182,9 @@ def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
     """Pons errors of one checkpoint's playing weights, MCTS at ``sims`` (plain PUCT, visit ties broken by Q)."""
     payload = checkpoint.load(path)
     cfg = payload["config"]
-    model = build_model(make_game("connect4"), cfg["model"]["channels"], cfg["model"]["blocks"])
-    model.load_state_dict(checkpoint.playing_weights(payload))
-    sets = evaluate.load_sets(evaluate.find_pons_dir(), positions)
-    result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype()), sets, sims)
+    # the periodic evaluation's entry point: the sets are read and labelled once per process, not per checkpoint
+    result = evaluate.evaluate_weights(checkpoint.playing_weights(payload), cfg["model"], "", positions, sims,
+                                       cfg["search"]["c_puct"])
     print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
     return {"checkpoint": path.name, "step": int(payload["step"]), "simulations": sims,
             **{k: v for k, v in result.items() if not k.startswith("_")}}
@@ -196,7 +195,8 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
     stats = [json.loads(ln) for ln in (run_dir / "stats.jsonl").read_text().splitlines()]
     t0 = stats[0]["time"] if stats else 0
     curve = []
-    for path in checkpoint.list_checkpoints(run_dir):
+    paths = checkpoint.list_checkpoints(run_dir)
+    for path in paths:
         row = grade_checkpoint(path, positions, sims)
         row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
         curve.append(row)
@@ -209,18 +209,18 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
                                                       "selfplay/game_length", "charts/simulations_per_s",
                                                       "charts/step")}}
     if curve and final_sims:
-        out["final_graded_at"] = grade_checkpoint(checkpoint.list_checkpoints(run_dir)[-1], positions, final_sims)
+        out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
     return out
 
 
-def error_table(runs: list[dict], key: str = "curve") -> list[dict]:
-    """Per set: each run's final MCTS weak error with its Wilson 95% interval, their mean, the reference and target."""
+def error_table(graded_runs: list[dict]) -> list[dict]:
+    """Per set: each run's MCTS weak error (one graded checkpoint a run) with its Wilson 95% interval, their mean,
+    the reference and the target."""
     rows = []
     for name, azg in AZG_30MIN_MCTS_WEAK.items():
         row = {"set": name}
         errors = []
-        for i, run in enumerate(runs):
-            graded = run[key][-1] if key == "curve" else run[key]
+        for i, graded in enumerate(graded_runs):
             e, n = graded[name]["mcts_weak"], graded[name]["positions"]
             lo, hi = wilson(round(e * n), 0, n - round(e * n))
             row[f"run{i + 1}"] = f"{100 * e:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
@@ -300,7 +300,7 @@ def main() -> int:
                               "azg_30min_mcts_weak_earlier": AZG_30MIN_MCTS_WEAK_EARLIER,
                               "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}
         if all(r["curve"] for r in runs):
-            rows = error_table(runs)
+            rows = error_table([r["curve"][-1] for r in runs])
             report["training"]["mcts25_table"] = rows
             cols = ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean", "azg", "ratio", "target", "met"]
             print("\nPons MCTS-25 weak error (%, Wilson 95% over the positions) of each run's last checkpoint: "
@@ -308,7 +308,7 @@ def main() -> int:
                   + f". CPU flags: {' '.join(report['machine']['cpu_flags'])}")
             print(table(rows, cols))
             if all("final_graded_at" in r for r in runs):
-                rows = error_table(runs, "final_graded_at")
+                rows = error_table([r["final_graded_at"] for r in runs])
                 report["training"][f"mcts{args.final_simulations}_table"] = rows
                 print(f"\nThe same checkpoints at {args.final_simulations} simulations (AlphaZero.jl grades at 600):")
                 print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))

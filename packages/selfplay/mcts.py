@@ -28,14 +28,12 @@ class SearchResult:
     net_value: np.ndarray   # float32 [B]: the network's raw value at the root
     evals: int              # positions sent to the network
     calls: int              # network calls
-    q: np.ndarray | None = None  # float32 [B, A]: mean value of each root move for the player to move (-inf: unvisited)
+    q: np.ndarray           # float32 [B, A]: mean value of each root move for the player to move (-inf: unvisited)
 
     def best_moves(self) -> np.ndarray:
         """The most visited root move of each game; among equally visited ones, the one search values most.
 
         At 25 simulations over 7 moves ties are common, and argmax alone would pick the leftmost column."""
-        if self.q is None:
-            return self.visits.argmax(axis=1)
         top = self.visits == self.visits.max(axis=1, keepdims=True)
         return np.where(top, self.q, -np.inf).argmax(axis=1)
 
@@ -71,7 +69,7 @@ class BatchedMCTS:
         B = len(roots)
         M = num_simulations + 1  # each simulation adds at most one node
         games = np.arange(B)
-        budgets = np.full(B, num_simulations) if budgets is None else np.minimum(budgets, num_simulations)
+        budgets = np.full(B, num_simulations) if budgets is None else budgets  # the loop's bound caps larger ones
 
         states = np.zeros((B, M, game.state_words), dtype=np.uint64)
         prior = np.zeros((B, M, A), dtype=np.float32)
