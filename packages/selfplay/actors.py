@@ -24,6 +24,7 @@ from .inference import NetworkEvaluator
 from .leaf_server import LeafSlots, RemoteEvaluator
 from .mcts import BatchedMCTS
 from .model import build_model
+from .players import random_moves
 from .weights import SharedWeights
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -66,8 +67,15 @@ class SelfPlayWorker:
         self.h_q = np.zeros((B, T), dtype=np.float32)
         self.h_version = np.zeros((B, T), dtype=np.int64)
         self.h_recorded = np.zeros((B, T), dtype=bool)
+        self.opening = self.random_openings(B)
         self.moves = 0
         self.simulations = 0
+
+    def random_openings(self, n: int) -> np.ndarray:
+        """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config)."""
+        s = self.cfg.search
+        length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
+        return np.where(self.rng.random(n) < s.random_opening_fraction, length, 0)
 
     def step(self, version: int) -> Samples | None:
         """Advance every game by one move; return the recorded positions of games that just ended.
@@ -78,16 +86,19 @@ class SelfPlayWorker:
         same compute, while every policy target still comes from a full search.
         """
         game, B, s = self.game, len(self.states), self.cfg.search
-        full = self.rng.random(B) < s.full_search_fraction
-        budgets = np.where(full, s.simulations, min(s.fast_simulations, s.simulations))
+        opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
+        full = (self.rng.random(B) < s.full_search_fraction) & ~opening
+        budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
-        explore = np.flatnonzero(self.ply < s.temperature_moves)
+        explore = np.flatnonzero((self.ply < s.temperature_moves) & ~opening)
         if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)
             u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
             actions[explore] = np.minimum((cum < u).sum(axis=1), game.num_actions - 1)
+        if opening.any():
+            actions[opening] = random_moves(game, self.states[opening], self.rng)
         rows = np.arange(B)
         self.h_states[rows, self.ply] = self.states
         self.h_policy[rows, self.ply] = policy
@@ -117,6 +128,7 @@ class SelfPlayWorker:
         out.games, out.plies, out.outcomes = len(done), int(self.ply[done].sum()), outcomes
         self.states[done] = game.initial_states(len(done))
         self.ply[done] = 0
+        self.opening[done] = self.random_openings(len(done))
         return out
 
 

@@ -71,6 +71,11 @@ class SearchConfig:
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = 16
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
+    random_opening_fraction: float = 0.0
+    """Share of self-play games that open with 1..random_opening_moves uniformly random moves, played but not
+    recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
+    random_opening_moves: int = 12
+    """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
 
     def __post_init__(self):
         _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
@@ -82,6 +87,10 @@ class SearchConfig:
                f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
         _check(1 <= self.fast_simulations <= 100_000,
                f"search.fast_simulations={self.fast_simulations} must be in 1..100000")
+        _check(0 <= self.random_opening_fraction <= 1,
+               f"search.random_opening_fraction={self.random_opening_fraction} must be in [0, 1] (0 = off)")
+        _check(1 <= self.random_opening_moves <= 1000,
+               f"search.random_opening_moves={self.random_opening_moves} must be in 1..1000")
 
 
 @dataclass
