@@ -118,6 +118,12 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         runlog.say(f"checkpoint {path}" + (f" -> {run_dir.url}" if run_dir.remote else "")
                    + (" (final)" if final else ""))
 
+    def log_window(seconds: float) -> None:
+        metrics = window.metrics(selfplay.pool, replay, counters, step, seconds)
+        metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
+        runlog.record(step, metrics)
+        runlog.say(progress_line(metrics, evals.last))
+
     started = time.monotonic()
     last_log = last_ckpt = started
     window = MetricsWindow(counters)
@@ -152,14 +158,14 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             evals.poll(step, learner.playing_model(), now)
             ladder.poll(step, learner.playing_model(), now)
             if now - last_log >= cfg.run.log_every_seconds:
-                metrics = window.metrics(selfplay.pool, replay, counters, step, now - last_log)
-                metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
-                runlog.record(step, metrics)
-                runlog.say(progress_line(metrics, evals.last))
+                log_window(now - last_log)
                 last_log = now
             if now - last_ckpt >= 60 * cfg.run.checkpoint_every_minutes:
                 save()
                 last_ckpt = now
+        # the last, partial window: a run shorter than one log interval still says what it played
+        if time.monotonic() - last_log > 0.05:
+            log_window(time.monotonic() - last_log)
         if stop:
             runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
     except RuntimeError as error:
