@@ -4,6 +4,7 @@
     make bench ARGS="--train-minutes 30"         # plus fixed-budget training runs (seeds 1337 and 2) graded on Pons
     make bench ARGS="--train-minutes 30 --seeds 7 --train-args='--search.full_search_fraction=1'"  # an A/B arm
     make bench ARGS="--from-run runs/a,runs/b"   # grade existing runs' checkpoints instead of training
+    make bench ARGS="--from-run runs/a --arena-games 100 --skip-throughput"  # plus the run's Elo ladder
 
 Throughput is measured in this process on one core (torch and numpy single-threaded), with
 the exact evaluator the actors use. Ratios against alpha-zero-general use its figures measured
@@ -26,10 +27,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from selfplay import checkpoint, evaluate
+from selfplay import arena, checkpoint, evaluate
 from selfplay.__main__ import resolve_config
 from selfplay.actors import SelfPlayWorker
-from selfplay.config import load
+from selfplay.config import EvalConfig, load
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
 from selfplay.games import make_game
@@ -49,6 +50,7 @@ AZG_30MIN_MCTS_WEAK_EARLIER = {  # the earlier measurement, on a faster 2-core m
     "Begin-Hard": 0.375}
 TARGET_30MIN_MCTS_WEAK = {k: min(v, AZG_30MIN_MCTS_WEAK_EARLIER[k]) / 3 for k, v in AZG_30MIN_MCTS_WEAK.items()}
 RESULTS = Path(__file__).parent / "results"
+ARENA_BASELINES = EvalConfig.arena_baselines  # the periodic arena's: fast enough to meet every checkpoint
 
 
 def machine() -> dict:
@@ -253,6 +255,10 @@ def main() -> int:
     ap.add_argument("--scaling-seconds", type=float, default=60, help="per case of the 1-vs-2-rank run; 0 skips")
     ap.add_argument("--placement-seconds", type=float, default=60,
                     help="per case of the local-vs-learner inference run; 0 skips")
+    ap.add_argument("--arena-games", type=int, default=0,
+                    help="also play each run's checkpoints against --arena-baselines and each other, this many games "
+                         "a pairing, and fit one Elo ladder (0 = skip)")
+    ap.add_argument("--arena-baselines", default=ARENA_BASELINES, help=f"the ladder's baselines ({ARENA_BASELINES})")
     ap.add_argument("--quick", action="store_true", help="tiny budgets (tests)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -293,9 +299,15 @@ def main() -> int:
             run_dirs.append(Path("runs") / f"bench-{stamp}-seed{seed}")
             subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
                             f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}", f"--run.max_minutes={args.train_minutes}",
-                            "--run.checkpoint_every_minutes=5", *args.train_args.split()], check=True)
+                            "--run.checkpoint_every_minutes=5", "--run.keep_checkpoints=100",  # the ladder's rungs
+                            *args.train_args.split()], check=True)
     if run_dirs:
         runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
+        if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
+            for r, d in zip(runs, run_dirs):
+                ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25, 2, seed=0)
+                r["ladder"] = arena.ladder_summary(ladder)
+                print(f"\nElo ladder of {d}:\n{arena.format_ladder(ladder)}", flush=True)
         report["training"] = {"runs": runs, "train_args": args.train_args, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
                               "azg_30min_mcts_weak_earlier": AZG_30MIN_MCTS_WEAK_EARLIER,
                               "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}

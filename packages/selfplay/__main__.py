@@ -195,6 +195,19 @@ def cmd_arena(args, _overrides) -> int:
 
     if args.games < 2 or args.previous < 0 or args.opening_plies < 0 or args.simulations < 0:
         raise ConfigError("--games must be >= 2, --previous, --opening-plies and --simulations >= 0: fix the flag")
+    torch.set_num_threads(args.threads)
+    if args.every_checkpoint:
+        run_dir = Path(args.checkpoint)
+        run_dir = run_dir if run_dir.is_dir() else run_dir.parent
+        try:
+            ladder = arena.ladder_of_run(run_dir, args.baselines, args.games, args.simulations, args.opening_plies,
+                                         args.seed, args.precision, say=lambda line: print(line, flush=True))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        print(arena.format_ladder(ladder))
+        if args.json:
+            Path(args.json).write_text(json.dumps(arena.ladder_summary(ladder), indent=2))
+        return 0
     path = checkpoint.resolve(args.checkpoint)
     payload = checkpoint.load(path)
     game = make_game(payload["config"]["game"]["name"])
@@ -202,7 +215,6 @@ def cmd_arena(args, _overrides) -> int:
         baselines = arena.parse_baselines(game, args.baselines)
     except ValueError as e:
         raise ConfigError(f"--baselines: {e}") from None
-    torch.set_num_threads(args.threads)
     sims = args.simulations or payload["config"].get("eval", {}).get("simulations", 25)
     step = int(payload["step"])
     newest = network_player(game, payload, sims, arena.step_name(step), args.precision)
@@ -274,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opening-plies", type=int, default=2,
                    help="random moves opening each pair of games, so deterministic players' games differ (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the openings, tie-breaks and rollouts")
+    p.add_argument("--every-checkpoint", action="store_true",
+                   help=("the run's progress instead: every checkpoint kept in the run plays every baseline and the "
+                         "one before it, on one Elo scale; prints a row per checkpoint, writes nothing to the run"))
+    p.add_argument("--json", default="", help="with --every-checkpoint: also write the ladder here")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
     p.add_argument("--debug", action="store_true", help="show tracebacks")

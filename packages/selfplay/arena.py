@@ -78,26 +78,94 @@ class ArenaResult:
         return sorted((b for a, b in self.results if a == self.newest), key=lambda p: -self.ratings[p][0])
 
 
+def with_anchor(game: Game, baselines: list) -> list:
+    """The baselines with ``random`` among them: it anchors the ladder at 0, so it always plays."""
+    return baselines if any(isinstance(p, RandomPlayer) for p in baselines) else [RandomPlayer(game), *baselines]
+
+
+def play_pairings(game: Game, pairings: list, games: int, opening_plies: int, seed: int,
+                  say=None) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """{(a, b): (a's wins, draws, a's losses)} for each pairing; pairing i plays from the seed [seed, i]."""
+    results = {}
+    for index, (a, b) in enumerate(pairings):
+        t = time.perf_counter()
+        wdl = play_match(game, a, b, games, opening_plies, np.random.default_rng([seed, index]))
+        results[(a.name, b.name)] = wdl
+        if say:
+            say(f"  {a.name} vs {b.name}: {wdl[0]}-{wdl[1]}-{wdl[2]} ({time.perf_counter() - t:.0f} s)")
+    return results
+
+
 def run_arena(game: Game, newest, step: int, baselines: list, previous: list, games: int, simulations: int,
               opening_plies: int, seed: int, say=None) -> ArenaResult:
     """Play every pairing (newest vs everyone, baselines among themselves) and fit the ladder."""
     started = time.perf_counter()
-    if not any(isinstance(p, RandomPlayer) for p in baselines):
-        baselines = [RandomPlayer(game), *baselines]  # the anchor always plays
+    baselines = with_anchor(game, baselines)
     pairings = [(newest, other) for other in [*baselines, *previous]]
     pairings += [(x, y) for i, x in enumerate(baselines) for y in baselines[i + 1:]]
-    out = ArenaResult(newest.name, step, games=0, simulations=simulations)
-    for index, (a, b) in enumerate(pairings):
-        t = time.perf_counter()
-        wdl = play_match(game, a, b, games, opening_plies, np.random.default_rng([seed, index]))
-        out.results[(a.name, b.name)] = wdl
-        if a is newest:
-            out.games += sum(wdl)
-        if say:
-            say(f"  {a.name} vs {b.name}: {wdl[0]}-{wdl[1]}-{wdl[2]} ({time.perf_counter() - t:.0f} s)")
+    out = ArenaResult(newest.name, step, simulations=simulations)
+    out.results = play_pairings(game, pairings, games, opening_plies, seed, say)
+    out.games = sum(sum(wdl) for (a, _), wdl in out.results.items() if a == newest.name)
     out.ratings = elo.fit_elo(out.results, anchor="random")
     out.seconds = time.perf_counter() - started
     return out
+
+
+@dataclass
+class LadderResult:
+    checkpoints: list[str]           # the run's checkpoints, oldest first
+    baselines: list[str]
+    results: dict = field(default_factory=dict)  # {(a, b): (a's wins, draws, a's losses)}
+    ratings: dict = field(default_factory=dict)  # {player: (Elo, standard error)}
+    simulations: int = 0
+    seconds: float = 0.0
+
+    def elo(self) -> list[float]:
+        return [self.ratings[c][0] for c in self.checkpoints]
+
+    def rises_monotonically(self) -> bool:
+        return all(b > a for a, b in zip(self.elo(), self.elo()[1:]))
+
+
+def run_ladder(game: Game, checkpoints: list, baselines: list, games: int, simulations: int, opening_plies: int,
+               seed: int, say=None) -> LadderResult:
+    """A run's progress on one Elo scale: every checkpoint (oldest first) plays every baseline and the checkpoint
+    before it, the baselines play each other, and one ladder is fitted over all of it (random = 0)."""
+    started = time.perf_counter()
+    baselines = with_anchor(game, baselines)
+    pairings = [(c, b) for c in checkpoints for b in baselines]
+    pairings += [(later, earlier) for earlier, later in zip(checkpoints, checkpoints[1:])]
+    pairings += [(x, y) for i, x in enumerate(baselines) for y in baselines[i + 1:]]
+    out = LadderResult([c.name for c in checkpoints], [b.name for b in baselines], simulations=simulations)
+    out.results = play_pairings(game, pairings, games, opening_plies, seed, say)
+    out.ratings = elo.fit_elo(out.results, anchor="random")
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def format_ladder(r: LadderResult) -> str:
+    """One row per checkpoint: its Elo and its score against each baseline; the baselines' own Elo below."""
+    others = [b for b in r.baselines if b != "random"] + ["random"]
+    rows = ["| checkpoint | Elo (95%) | " + " | ".join(f"vs {b} (Elo {r.ratings[b][0]:.0f})" for b in others) + " |",
+            "|---|---|" + "---|" * len(others)]
+    for c in r.checkpoints:
+        rating, sd = r.ratings[c]
+        scores = [elo.score(*r.results[(c, b)]) for b in others]
+        rows.append(f"| {c} | {rating:.0f} ± {1.96 * sd:.0f} | " + " | ".join(f"{s:.0%}" for s in scores) + " |")
+    verdict = "rises at every checkpoint" if r.rises_monotonically() else "does NOT rise at every checkpoint"
+    games = sum(r.results[(r.checkpoints[0], r.baselines[0])])
+    rows.append(f"\n(Elo {verdict}; {games} games a pairing at {r.simulations} simulations/move, each checkpoint "
+                f"against every baseline and the one before it, the baselines against each other; one fit, random = 0,"
+                f" ± is 95%; {r.seconds:.0f} s)")
+    return "\n".join(rows)
+
+
+def ladder_summary(r: LadderResult) -> dict:
+    """The ladder as JSON: each checkpoint's Elo, interval half-width and score against each baseline."""
+    return {"simulations": r.simulations, "rises_monotonically": r.rises_monotonically(), "seconds": r.seconds,
+            "baseline_elo": {b: r.ratings[b][0] for b in r.baselines},
+            "checkpoints": [{"checkpoint": c, "elo": r.ratings[c][0], "elo_95": 1.96 * r.ratings[c][1],
+                             "wdl": {b: list(r.results[(c, b)]) for b in r.baselines}} for c in r.checkpoints]}
 
 
 def format_table(r: ArenaResult) -> str:
@@ -210,3 +278,22 @@ class PeriodicArena:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening_plies: int, seed: int,
+                  precision: str = "auto", say=None) -> LadderResult:
+    """run_ladder over every checkpoint kept in ``run_dir``, the networks at ``simulations`` (0: the run's
+    eval.simulations); ValueError on a bad baseline name or a run with fewer than two checkpoints."""
+    from . import checkpoint
+    from .games import make_game
+
+    paths = checkpoint.list_checkpoints(run_dir)
+    if len(paths) < 2:
+        raise ValueError(f"{run_dir} holds {len(paths)} checkpoint(s): a ladder needs two or more (train longer, "
+                         f"or keep more with --run.keep_checkpoints)")
+    payloads = [checkpoint.load(p) for p in paths]
+    config = payloads[-1]["config"]
+    game = make_game(config["game"]["name"])
+    sims = simulations or config.get("eval", {}).get("simulations", 25)
+    players = [network_player(game, p, sims, step_name(int(p["step"])), precision) for p in payloads]
+    return run_ladder(game, players, parse_baselines(game, baselines), games, sims, opening_plies, seed, say)

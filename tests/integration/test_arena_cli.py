@@ -1,5 +1,6 @@
 """`python -m selfplay arena` as a user runs it: a freshly trained tic-tac-toe run, then the one-line errors."""
 
+import json
 import subprocess
 import sys
 
@@ -40,6 +41,15 @@ def test_arena_on_a_freshly_trained_run_prints_the_ladder_and_writes_the_record(
     assert again.returncode == 0, again.stderr
     first, second = records(run, kind="arena")
     assert first["arena/greedy/wins"] == second["arena/greedy/wins"]  # the seed makes it reproducible
+    kept = [f"step-{int(checkpoint.NAME.match(p.name)[1])}" for p in checkpoint.list_checkpoints(run)]
+    ladder = selfplay("arena", "--checkpoint", str(run), "--every-checkpoint", "--json", str(tmp_path / "l.json"),
+                      *CHEAP)
+    assert ladder.returncode == 0, ladder.stdout + ladder.stderr
+    assert [line.split(" | ")[0].strip("| ") for line in ladder.stdout.splitlines() if "| step-" in line] == kept
+    summary = json.loads((tmp_path / "l.json").read_text())
+    assert [c["checkpoint"] for c in summary["checkpoints"]] == kept and len(kept) >= 2
+    assert all(sum(c["wdl"]["mcts8"]) == 8 for c in summary["checkpoints"]) and summary["baseline_elo"]["random"] == 0
+    assert len(records(run, kind="arena")) == 2  # the ladder reports; it adds nothing to the run
 
 
 @pytest.fixture
@@ -74,6 +84,12 @@ def test_a_missing_or_corrupt_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["arena", "--checkpoint", str(tmp_path)]) == 1
     [line] = errors(capsys)
     assert line.startswith(f"selfplay: error: checkpoint {tmp_path}/ckpt-000000010.pt is corrupt")
+
+
+def test_a_ladder_of_one_checkpoint_is_refused_in_one_line(untrained, capsys):
+    assert main(["arena", "--checkpoint", str(untrained), "--every-checkpoint"]) == 2
+    assert errors(capsys) == [(f"selfplay: error: {untrained} holds 1 checkpoint(s): a ladder needs two or more "
+                              f"(train longer, or keep more with --run.keep_checkpoints)")]
 
 
 def test_bad_counts_are_refused(untrained, capsys):

@@ -39,17 +39,19 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
     runs = []
     for seed in (1, 2):
         run = tmp_path / f"seed{seed}"
-        trained = subprocess.run(
-            [sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run}", f"--run.seed={seed}",
-             "--model.channels=8", "--model.blocks=1", "--actors.games=16", "--search.simulations=8",
-             "--learner.batch_size=32", "--learner.min_replay=64", "--run.max_minutes=0.3", "--actors.count=1",
-             "--eval.every_minutes=0", "--run.log_every_seconds=1"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-        assert trained.returncode == 0, trained.stderr
+        for steps in (3, 6):  # trained, then resumed: two checkpoints, the ladder's two rungs, whatever the load
+            trained = subprocess.run(
+                [sys.executable, "-m", "selfplay", "train", "--config", "connect4", f"--run.dir={run}",
+                 f"--run.seed={seed}", "--model.channels=8", "--model.blocks=1", "--actors.games=16",
+                 "--search.simulations=8", "--learner.batch_size=32", "--learner.min_replay=64",
+                 f"--run.max_steps={steps}", "--actors.count=1", "--eval.every_minutes=0", "--run.log_every_seconds=1"],
+                cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+            assert trained.returncode == 0, trained.stderr
         runs.append(str(run))
     before = set((ROOT / "bench/results").glob("bench-*.json"))
     result = subprocess.run([sys.executable, "-m", "bench.run", "--skip-throughput", "--from-run", ",".join(runs),
-                             "--positions", "12", "--final-simulations", "30"],
+                             "--positions", "12", "--final-simulations", "30", "--arena-games", "4",
+                             "--arena-baselines", "greedy"],
                             cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     path = (set((ROOT / "bench/results").glob("bench-*.json")) - before).pop()
@@ -71,5 +73,10 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
             low, high = (float(x) for x in interval.strip("[]").split(", "))
             assert float(shown) == round(100 * error, 1) and low <= 100 * error <= high
         assert run["final_window"]["selfplay/games"] > 0
+        # the Elo ladder: every checkpoint the run kept, each against the baselines (random joins as the anchor)
+        ladder = run["ladder"]
+        assert [c["checkpoint"] for c in ladder["checkpoints"]] == [f"step-{r['step']}" for r in run["curve"]]
+        assert all(set(c["wdl"]) == {"random", "greedy"} for c in ladder["checkpoints"])
+        assert ladder["baseline_elo"]["random"] == 0 and "Elo ladder of" in result.stdout
     assert len(training["mcts30_table"]) == 6
     assert "run1" in result.stdout and "at 30 simulations" in result.stdout

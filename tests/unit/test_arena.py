@@ -127,3 +127,24 @@ def test_the_arena_record_has_its_documented_shape(tmp_path):
     w, d, losses = result.versus("random")
     assert record[arena_key("random", "wins")] == w and figures["random"]["elo"] == 0
     assert figures["random"]["score_low"] <= figures["random"]["score"] <= figures["random"]["score_high"]
+
+
+def test_a_ladder_puts_a_runs_checkpoints_on_one_scale_against_fixed_baselines():
+    # stand-ins for three checkpoints of rising strength: real players the ladder cannot tell from networks
+    game = TicTacToe()
+    weak, middling, strong = RandomPlayer(game, "step-1"), MinimaxPlayer(game, 2, "step-2"), MinimaxPlayer(game, 9,
+                                                                                                         "step-3")
+    baselines = [baseline(game, "greedy"), baseline(game, "mcts16")]
+    ladder = arena.run_ladder(game, [weak, middling, strong], baselines, 20, 0, 1, seed=3)
+    assert ladder.baselines[0] == "random"  # the anchor joins when not named
+    # every checkpoint met every baseline, each the one before it, the baselines each other
+    assert set(ladder.results) == ({(c, b) for c in ladder.checkpoints for b in ladder.baselines}
+                                   | {("step-2", "step-1"), ("step-3", "step-2")}
+                                   | {("random", "greedy"), ("random", "mcts16"), ("greedy", "mcts16")})
+    assert ladder.ratings["random"][0] == 0 and ladder.rises_monotonically()
+    assert ladder.elo()[2] - ladder.elo()[0] > 200
+    summary = arena.ladder_summary(ladder)
+    assert summary["rises_monotonically"] and [c["checkpoint"] for c in summary["checkpoints"]] == ladder.checkpoints
+    assert "rises at every checkpoint" in arena.format_ladder(ladder)
+    backwards = arena.run_ladder(game, [strong, middling, weak], baselines, 20, 0, 1, seed=3)
+    assert not backwards.rises_monotonically() and "does NOT rise" in arena.format_ladder(backwards)
