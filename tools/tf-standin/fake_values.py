@@ -44,6 +44,7 @@ ID_TEMPLATES = {
     "google_service_account": "projects/{project}/serviceAccounts/{email}",
     "google_storage_bucket": "{name}",
     "google_storage_bucket_iam_member": "b/{bucket}/{role}/{member}",
+    "google_tpu_v2_vm": "projects/{project}/locations/{zone}/nodes/{name}",  # google-beta
 }
 
 
