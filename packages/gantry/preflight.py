@@ -93,6 +93,15 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
                    f"Set zone in infra/terraform.tfvars to one of: {', '.join(region_zones)}.")
         raise _Stop
 
+    if d.use_tpu:
+        # The TPU VM is created by the Cloud TPU API, not Compute: the VM shape, image and CPU/GPU
+        # quota checks below do not apply to it, and its own quota is not checked here yet.
+        report.add("TPU", WARN, f"{d.tpu_type} in {d.zone}: TPU quota and stock are not checked by preflight yet "
+                                "(plan checks the zone against infra/tpu_zones.json)",
+                   f"Check your TRC allocation or TPU quota for {d.tpu_type} in {d.zone}: "
+                   + QUOTA_CONSOLE.format(project=d.project_id))
+        return
+
     shape_ok = _check_shape(report, d, compute, d.zone)
     offering = zones_offering(d, compute) if not shape_ok or d.fallback_zones else []
     if not shape_ok:

@@ -177,3 +177,15 @@ def test_the_default_images_of_both_paths_are_live(cli, deployment):
         result = cli("preflight")
         assert result.status == ExitStatus.OK, result.output
         assert "[ ok ] boot image:" in result.stdout
+
+
+def test_a_tpu_deployment_skips_the_vm_checks_and_says_tpu_quota_is_unchecked(cli, deployment, fake):
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output  # a warning, not a blocker: `make apply` may go on
+    out = result.stdout
+    assert "[warn] TPU: v3-8 in us-central1-a: TPU quota and stock are not checked by preflight yet" in out
+    assert "https://console.cloud.google.com/iam-admin/quotas?project=demo-project" in out
+    assert "quota CPUS_ALL_REGIONS" not in out and "c4-highcpu-16" not in out
+    assert not any("/machineTypes/" in r for r in fake.requests), "no Compute VM shape lookup for a TPU VM"
+    assert "v3-8 TPU VM (4 chips x $2/chip-h), on-demand" in out
