@@ -13,7 +13,7 @@ locals {
   # Google's published source range for IAP TCP forwarding: the only way in over SSH.
   iap_source_range = "35.235.240.0/20"
 
-  required_apis = [
+  required_apis = concat([
     "artifactregistry.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
@@ -21,7 +21,16 @@ locals {
     "logging.googleapis.com",
     "oslogin.googleapis.com",
     "storage.googleapis.com",
-  ]
+  ], var.use_tpu ? ["tpu.googleapis.com"] : [])
+
+  # ---- the node kind: C4 CPU or N1 + GPU VMs (main.tf, modules/node_shape), or one TPU VM (tpu.tf) ----
+  vm_node_count  = var.use_tpu ? 0 : var.node_count
+  tpu_node_count = var.use_tpu ? 1 : 0
+
+  # Google's recommended TPU software version for PyTorch and JAX: v2-alpha-tpuv5-lite on v5e
+  # (v5litepod-*), tpu-ubuntu2204-base on v4 and older (cloud.google.com/tpu/docs/runtimes).
+  tpu_runtime_version = coalesce(var.tpu_runtime_version,
+  startswith(var.tpu_type, "v5litepod-") ? "v2-alpha-tpuv5-lite" : "tpu-ubuntu2204-base")
 
   registry_host        = "${var.region}-docker.pkg.dev"
   image_repository_url = "${local.registry_host}/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"

@@ -1,5 +1,5 @@
-# Gantry nodes: node_count VMs of one shape, chosen by use_gpu in modules/node_shape.
-# Network, identity and storage live in network.tf, iam.tf and storage.tf.
+# Gantry nodes: node_count VMs of one shape, chosen by use_gpu in modules/node_shape, or with
+# use_tpu one TPU VM instead (tpu.tf). Network, identity and storage live in network.tf, iam.tf and storage.tf.
 
 resource "google_project_service" "required" {
   for_each = toset(local.required_apis)
@@ -70,7 +70,7 @@ resource "google_compute_resource_policy" "placement" {
 
 resource "google_compute_instance" "node" {
   #checkov:skip=CKV_GCP_38: boot disks use Google-managed encryption; customer-supplied keys would have to live outside Terraform and survive every `make destroy`
-  count = var.node_count
+  count = local.vm_node_count
 
   name         = "${var.deployment_name}-node-${count.index}"
   zone         = var.zone

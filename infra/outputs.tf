@@ -16,18 +16,18 @@ output "image_repository_url" {
 }
 
 output "master_address" {
-  description = "Internal IP of node 0, the torchrun rendezvous (c10d) host."
-  value       = google_compute_instance.node[0].network_interface[0].network_ip
+  description = "Internal IP of node 0, the torchrun rendezvous (c10d) host (the TPU VM's worker 0 when use_tpu)."
+  value       = var.use_tpu ? google_tpu_v2_vm.node[0].network_endpoints[0].ip_address : google_compute_instance.node[0].network_interface[0].network_ip
 }
 
 output "node_names" {
-  description = "Instance names in node order; node 0 is the master."
-  value       = google_compute_instance.node[*].name
+  description = "Instance names in node order; node 0 is the master (the TPU VM's name when use_tpu)."
+  value       = var.use_tpu ? google_tpu_v2_vm.node[*].name : google_compute_instance.node[*].name
 }
 
 output "node_zones" {
   description = "Zone of each node, in node order."
-  value       = google_compute_instance.node[*].zone
+  value       = var.use_tpu ? google_tpu_v2_vm.node[*].zone : google_compute_instance.node[*].zone
 }
 
 output "project_id" {

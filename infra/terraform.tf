@@ -9,5 +9,10 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 8.7"
     }
+    # google_tpu_v2_vm (use_tpu) exists only in google-beta 8.7.0, not in the GA provider.
+    google-beta = {
+      source  = "hashicorp/google-beta"
+      version = "~> 8.7"
+    }
   }
 }

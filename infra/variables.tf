@@ -272,3 +272,61 @@ variable "termination_action" {
     error_message = "termination_action must be STOP or DELETE."
   }
 }
+
+#### TPU ####
+
+variable "use_tpu" {
+  description = "true: one Cloud TPU VM (tpu_type in zone, infra/tpu.tf) instead of the C4/N1 nodes; node_count must be 1 and max_run_hours > 0. Needs TPU quota (or a TRC allocation) in zone. The TPU trainer image and the XLA learner are not built yet."
+  type        = bool
+  default     = false
+
+  validation {
+    condition     = !(var.use_tpu && var.use_gpu)
+    error_message = "use_tpu and use_gpu are mutually exclusive: set use_gpu = false for a TPU VM, or use_tpu = false for an N1 + GPU node."
+  }
+
+  # A TPU VM bills hundreds of dollars a day until it is deleted; refuse to create one with no end.
+  # Unlike C4/N1, nothing enforces the limit on a TPU VM: google_tpu_v2_vm (google-beta 8.7.0) has no
+  # run-duration setting, so max_run_hours is the budget `make cost` prices and `make destroy` ends.
+  validation {
+    condition     = !var.use_tpu || var.max_run_hours > 0
+    error_message = "use_tpu = true needs max_run_hours > 0 (e.g. max_run_hours = 8): a forgotten TPU VM bills hundreds of dollars a day; run `make destroy` when done."
+  }
+
+  # The single-host types in infra/tpu_zones.json are one VM each; a multi-host slice is a different deployment.
+  validation {
+    condition     = !var.use_tpu || var.node_count == 1
+    error_message = "use_tpu = true needs node_count = 1 (one single-host TPU VM such as v3-8); for more TPU chips choose a larger single-host tpu_type."
+  }
+}
+
+variable "tpu_type" {
+  description = "Cloud TPU VM accelerator type when use_tpu = true: one of the single-host types in infra/tpu_zones.json (v2-8, v3-8, v4-8, v5litepod-1, v5litepod-4, v5litepod-8); zone must offer it."
+  type        = string
+  default     = "v3-8"
+
+  # Zones per type come from tpu_zones.json (copied, with its source URL, from Google's TPU regions
+  # and zones page), read here rather than in locals so that the launcher's offline check of
+  # terraform.tfvars (variables.tf plus the JSON beside it, gantry.terraform.check_variables)
+  # applies it too. try(): a copy of variables.tf alone still validates the C4/N1 paths.
+  validation {
+    condition     = !var.use_tpu || contains(keys(try(jsondecode(file("${path.module}/tpu_zones.json")).zones, {})), var.tpu_type)
+    error_message = "tpu_type must be one of the single-host TPU VM types in infra/tpu_zones.json (${join(", ", sort(keys(try(jsondecode(file("${path.module}/tpu_zones.json")).zones, {}))))}); add a type there with its zones from Google's TPU regions and zones page."
+  }
+
+  validation {
+    condition     = !var.use_tpu || contains(lookup(try(jsondecode(file("${path.module}/tpu_zones.json")).zones, {}), var.tpu_type, [var.zone]), var.zone)
+    error_message = "tpu_type ${var.tpu_type} is not offered in zone ${var.zone}: set zone (and its region) to one of ${join(", ", lookup(try(jsondecode(file("${path.module}/tpu_zones.json")).zones, {}), var.tpu_type, []))} (infra/tpu_zones.json, from Google's TPU regions and zones page)."
+  }
+}
+
+variable "tpu_runtime_version" {
+  description = "TPU VM software (runtime) version. null: the PyTorch/JAX base image Google recommends for tpu_type, v2-alpha-tpuv5-lite for v5litepod-* and tpu-ubuntu2204-base for v2, v3 and v4 (cloud.google.com/tpu/docs/runtimes)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tpu_runtime_version == null || can(regex("^[a-z0-9][-a-z0-9.]*$", var.tpu_runtime_version))
+    error_message = "tpu_runtime_version must be a TPU software version such as tpu-ubuntu2204-base or v2-alpha-tpuv5-lite (`gcloud compute tpus versions list --zone ZONE` lists them), or null for the default of tpu_type."
+  }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Extract hashicorp/google 8.7.0's schema for the offline stand-in provider.
+"""Extract hashicorp/google and hashicorp/google-beta 8.7.0's schemas for the offline stand-in provider.
 
-    make standin-schema                       # pip-downloads the wheel once into .cache/, writes the JSON
+    make standin-schema                       # pip-downloads the wheels once into .cache/, writes both JSONs
     python scripts/extract_google_schema.py --wheel path/to/cdktn_provider_google-21.1.0-py3-none-any.whl
+    python scripts/extract_google_schema.py --provider google-beta   # google_beta_schema_8.7.0.json
     python scripts/extract_google_schema.py --check   # exit 1 if the committed JSON is stale
 
 The real provider binary cannot be downloaded here, but PyPI's `cdktn-provider-google` 21.1.0 is
@@ -14,6 +15,8 @@ and a nested block is a `...OutputReference` (at most one) or a `...List` (repea
 enough to rebuild the schema Terraform sees (`terraform providers schema -json` layout), for the
 resources and data sources `infra/` uses plus a fixed list of likely ones. Output is sorted and
 deterministic: regenerating from the same wheel and the same infra/ reproduces it byte for byte.
+`cdktn-provider-google-beta` 21.1.0 is generated from hashicorp/google-beta 8.7.0 the same way; its
+file holds only the types infra/ declares with `provider = google-beta` (TPU VMs are beta-only).
 """
 
 import argparse
@@ -24,30 +27,63 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 # ---------------------------------------------------------------------------
-PACKAGE = "cdktn-provider-google"  # PyPI distribution carrying the generated bindings
-PACKAGE_VERSION = "21.1.0"  # generated from the provider version below
-PROVIDER_VERSION = "8.7.0"  # the hashicorp/google release whose schema this mirrors
-TARBALL = f"cdktn_provider_google/_jsii/provider-google@{PACKAGE_VERSION}.jsii.tgz"
+PROVIDER_VERSION = "8.7.0"  # the hashicorp/google and hashicorp/google-beta release whose schema this mirrors
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "tools" / "tf-standin" / f"google_schema_{PROVIDER_VERSION}.json"
 DEFAULT_CACHE = ROOT / ".cache" / "tf-standin" / "wheels"
 INFRA_DIR = ROOT / "infra"
-# Always extracted, whether or not infra/ uses them today: what a GCE training cluster is likely to need.
-LIKELY_RESOURCES = [
-    "google_artifact_registry_repository", "google_artifact_registry_repository_iam_member",
-    "google_compute_address", "google_compute_disk", "google_compute_firewall", "google_compute_instance",
-    "google_compute_instance_template", "google_compute_network", "google_compute_router",
-    "google_compute_router_nat", "google_compute_subnetwork", "google_project_iam_member",
-    "google_project_service", "google_service_account", "google_storage_bucket",
-    "google_storage_bucket_iam_member",
-]
-LIKELY_DATA_SOURCES = [
-    "google_client_config", "google_compute_default_service_account", "google_compute_image",
-    "google_compute_network", "google_compute_subnetwork", "google_compute_zones", "google_project",
-]
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One provider (google or google-beta): the PyPI bindings generated from its 8.7.0 release."""
+
+    name: str  # the provider's local name in infra/ (`provider = google-beta` on a resource)
+    package: str  # PyPI distribution carrying the generated bindings
+    package_version: str  # generated from PROVIDER_VERSION of this provider
+    provider_class: str  # the generated class of the provider block
+    module_prefix: str  # google's bindings drop "google-" from lib/<dir>, google-beta's keep it
+    likely_resources: tuple = ()  # always extracted, whether or not infra/ uses them today
+    likely_data_sources: tuple = ()
+
+    @property
+    def tarball(self) -> str:
+        return f"{self.package.replace('-', '_')}/_jsii/{self.package.removeprefix('cdktn-')}@{self.package_version}.jsii.tgz"
+
+    @property
+    def wheel_name(self) -> str:
+        return f"{self.package.replace('-', '_')}-{self.package_version}-py3-none-any.whl"
+
+    @property
+    def default_out(self) -> Path:
+        return ROOT / "tools" / "tf-standin" / f"{self.name.replace('-', '_')}_schema_{PROVIDER_VERSION}.json"
+
+
+FLAVORS = {
+    "google": Flavor(
+        "google", "cdktn-provider-google", "21.1.0", "GoogleProvider", "",
+        # What a GCE training cluster is likely to need.
+        likely_resources=(
+            "google_artifact_registry_repository", "google_artifact_registry_repository_iam_member",
+            "google_compute_address", "google_compute_disk", "google_compute_firewall", "google_compute_instance",
+            "google_compute_instance_template", "google_compute_network", "google_compute_router",
+            "google_compute_router_nat", "google_compute_subnetwork", "google_project_iam_member",
+            "google_project_service", "google_service_account", "google_storage_bucket",
+            "google_storage_bucket_iam_member",
+        ),
+        likely_data_sources=(
+            "google_client_config", "google_compute_default_service_account", "google_compute_image",
+            "google_compute_network", "google_compute_subnetwork", "google_compute_zones", "google_project",
+        ),
+    ),
+    # Only what hashicorp/google 8.7.0 lacks: TPU VMs (google_tpu_v2_vm) are beta-only in 8.7.0.
+    # Kept small: the resources infra/ declares with `provider = google-beta`, no data sources.
+    "google-beta": Flavor("google-beta", "cdktn-provider-google-beta", "21.1.0", "GoogleBetaProvider", "google-",
+                          likely_resources=("google_tpu_v2_vm",)),
+}
 # ---------------------------------------------------------------------------
 
 PRIMITIVE = {"string": "string", "number": "number", "boolean": "bool"}
@@ -172,9 +208,8 @@ def block_schema(js: ModuleJs, class_name: str, top: bool = False) -> dict:
     return out
 
 
-def provider_schema(js: ModuleJs, dts: str) -> dict:
+def provider_schema(js: ModuleJs, dts: str, cls: str) -> dict:
     """The provider block: plain structs, no OutputReference classes, so nested flags come from index.d.ts."""
-    cls = "GoogleProvider"
     table = hcl_table(js, cls, top=True)
     attributes, block_types = {}, {}
     for name, computed, optional, required, _chunk in js.members(cls):
@@ -193,70 +228,76 @@ def provider_schema(js: ModuleJs, dts: str) -> dict:
     return {"attributes": attributes, "block_types": block_types}
 
 
-def module_dir(kind: str, tf_type: str) -> str:
+def module_dir(kind: str, tf_type: str, flavor: Flavor) -> str:
     bare = tf_type.removeprefix("google_").replace("_", "-")
-    return f"data-google-{bare}" if kind == "data" else bare
+    return f"data-google-{bare}" if kind == "data" else flavor.module_prefix + bare
 
 
-def types_used_by_infra(infra: Path) -> tuple[set, set]:
+BLOCK_RE = re.compile(r'^(resource|data)\s+"(google_\w+)"\s+"\w+"\s*\{$(.*?)^\}$', re.MULTILINE | re.DOTALL)
+BETA_RE = re.compile(r"^\s*provider\s*=\s*google-beta\b", re.MULTILINE)
+
+
+def types_used_by_infra(infra: Path, flavor: Flavor) -> tuple[set, set]:
+    """google_* types infra/ declares for this provider: `provider = google-beta` selects google-beta."""
     resources, data_sources = set(), set()
     for tf in sorted(infra.rglob("*.tf")) if infra.is_dir() else []:
         if ".terraform" in tf.parts:
             continue
-        text = tf.read_text()
-        resources |= set(re.findall(r'^\s*resource\s+"(google_\w+)"', text, re.MULTILINE))
-        data_sources |= set(re.findall(r'^\s*data\s+"(google_\w+)"', text, re.MULTILINE))
+        for kind, tf_type, body in BLOCK_RE.findall(tf.read_text()):
+            if (flavor.name == "google-beta") == bool(BETA_RE.search(body)):
+                (resources if kind == "resource" else data_sources).add(tf_type)
     return resources, data_sources
 
 
-def find_wheel(wheel: str | None, cache: Path) -> Path:
+def find_wheel(wheel: str | None, cache: Path, flavor: Flavor) -> Path:
     if wheel:
         return Path(wheel)
-    name = f"cdktn_provider_google-{PACKAGE_VERSION}-py3-none-any.whl"
-    if not (cache / name).exists():
+    if not (cache / flavor.wheel_name).exists():
         cache.mkdir(parents=True, exist_ok=True)
-        print(f"extract: pip download {PACKAGE}=={PACKAGE_VERSION} into {cache} (about 67 MB, once)", file=sys.stderr)
+        print(f"extract: pip download {flavor.package}=={flavor.package_version} into {cache} (about 70 MB, once)",
+              file=sys.stderr)
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(cache),
-                        f"{PACKAGE}=={PACKAGE_VERSION}"], check=True)
-    return cache / name
+                        f"{flavor.package}=={flavor.package_version}"], check=True)
+    return cache / flavor.wheel_name
 
 
-def read_modules(wheel: Path, dirs: set[str]) -> dict[str, str]:
+def read_modules(wheel: Path, dirs: set[str], flavor: Flavor) -> dict[str, str]:
     """Stream the jsii tarball once and keep only the index.js/index.d.ts files asked for."""
     wanted = {f"package/lib/{d}/index.js" for d in dirs} | {"package/lib/provider/index.d.ts"}
     found = {}
-    with zipfile.ZipFile(wheel) as zf, tarfile.open(fileobj=io.BytesIO(zf.read(TARBALL)), mode="r|gz") as tar:
+    with zipfile.ZipFile(wheel) as zf, tarfile.open(fileobj=io.BytesIO(zf.read(flavor.tarball)), mode="r|gz") as tar:
         for member in tar:
             if member.name in wanted:
                 found[member.name] = tar.extractfile(member).read().decode()
             elif member.name == "package/package.json":
                 version = json.loads(tar.extractfile(member).read())["version"]
-                if version != PACKAGE_VERSION:
-                    raise SystemExit(f"extract: wheel holds {version}, expected {PACKAGE_VERSION}")
+                if version != flavor.package_version:
+                    raise SystemExit(f"extract: wheel holds {version}, expected {flavor.package_version}")
     missing = wanted - set(found)
     if missing:
         raise SystemExit(f"extract: not in {wheel.name}: {', '.join(sorted(missing))} (a misspelled type in infra/?)")
     return found
 
 
-def extract(wheel: Path, infra: Path) -> dict:
-    used_res, used_data = types_used_by_infra(infra)
-    resources = sorted(set(LIKELY_RESOURCES) | used_res)
-    data_sources = sorted(set(LIKELY_DATA_SOURCES) | used_data)
-    dirs = {module_dir("resource", r) for r in resources} | {module_dir("data", d) for d in data_sources}
-    files = read_modules(wheel, dirs | {"provider"})
+def extract(wheel: Path, infra: Path, flavor: Flavor) -> dict:
+    used_res, used_data = types_used_by_infra(infra, flavor)
+    resources = sorted(set(flavor.likely_resources) | used_res)
+    data_sources = sorted(set(flavor.likely_data_sources) | used_data)
+    dirs = {module_dir("resource", r, flavor) for r in resources} | {module_dir("data", d, flavor) for d in data_sources}
+    files = read_modules(wheel, dirs | {"provider"}, flavor)
 
     def schema_of(kind, tf_type):
-        js = ModuleJs(files[f"package/lib/{module_dir(kind, tf_type)}/index.js"])
+        js = ModuleJs(files[f"package/lib/{module_dir(kind, tf_type, flavor)}/index.js"])
         return {"block": block_schema(js, js.top_class(tf_type), top=True)}
 
     provider_js = ModuleJs(files["package/lib/provider/index.js"])
     return {
         "format": "terraform providers schema -json layout, one provider; written by scripts/extract_google_schema.py",
-        "source": {"package": PACKAGE, "version": PACKAGE_VERSION, "member": TARBALL},
-        "provider_source": "registry.terraform.io/hashicorp/google",
+        "source": {"package": flavor.package, "version": flavor.package_version, "member": flavor.tarball},
+        "provider_source": f"registry.terraform.io/hashicorp/{flavor.name}",
         "provider_version": PROVIDER_VERSION,
-        "provider": {"block": provider_schema(provider_js, files["package/lib/provider/index.d.ts"])},
+        "provider": {"block": provider_schema(provider_js, files["package/lib/provider/index.d.ts"],
+                                              flavor.provider_class)},
         "resource_schemas": {r: schema_of("resource", r) for r in resources},
         "data_source_schemas": {d: schema_of("data", d) for d in data_sources},
     }
@@ -268,13 +309,17 @@ def render(schema: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--wheel", help=f"a local {PACKAGE} {PACKAGE_VERSION} wheel (default: pip download into --cache)")
+    ap.add_argument("--provider", choices=sorted(FLAVORS), default="google",
+                    help="google (cdktn-provider-google) or google-beta (cdktn-provider-google-beta)")
+    ap.add_argument("--wheel", help="a local wheel of the provider's package (default: pip download into --cache)")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the downloaded wheel is kept")
     ap.add_argument("--infra", type=Path, default=INFRA_DIR, help="Terraform tree whose google_* types are added")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the committed schema JSON")
+    ap.add_argument("--out", type=Path, help="the committed schema JSON (default: tools/tf-standin/<provider>_schema_8.7.0.json)")
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if --out differs")
     args = ap.parse_args(argv)
-    text = render(extract(find_wheel(args.wheel, args.cache), args.infra))
+    flavor = FLAVORS[args.provider]
+    args.out = args.out or flavor.default_out
+    text = render(extract(find_wheel(args.wheel, args.cache, flavor), args.infra, flavor))
     if args.check:
         if not args.out.exists() or args.out.read_text() != text:
             print(f"extract: {args.out} is stale; run `make standin-schema`", file=sys.stderr)

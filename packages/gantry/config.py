@@ -44,6 +44,8 @@ class Deployment:
     cpu_image: str = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"  # PROJECT/FAMILY (preflight: trusted image projects)
     gpu_image_project: str = "deeplearning-platform-release"
     gpu_image_family: str = "common-cu129-ubuntu-2204-nvidia-580"
+    use_tpu: bool = False  # one Cloud TPU VM (tpu_type) instead of the C4/N1 nodes (infra/tpu.tf)
+    tpu_type: str = "v3-8"  # single-host TPU VM type; infra/tpu_zones.json lists the zones of each
 
     @property
     def image_project(self) -> str:
@@ -73,7 +75,8 @@ class Deployment:
 
     def describe(self) -> str:
         kind = "Spot" if self.spot else "on-demand"
-        return f"{self.node_count} x {self.shape} ({kind}) in {self.zone}, project {self.project_id}"
+        node = f"{self.tpu_type} TPU VM" if self.use_tpu else self.shape
+        return f"{self.node_count} x {node} ({kind}) in {self.zone}, project {self.project_id}"
 
 
 def load(path: Path, infra_dir: Path | None = None) -> Deployment:

@@ -2,7 +2,9 @@
 
 The table holds per-vCPU, per-GB and per-GPU list prices for us-central1; a machine
 type's vCPUs and memory come from the Compute API when preflight has asked, else from
-its name (c4-highcpu-16 = 16 vCPUs x 2 GB).
+its name (c4-highcpu-16 = 16 vCPUs x 2 GB). TPU VMs (use_tpu) are priced per chip-hour
+from the table's "tpus" section; a TPU Research Cloud (TRC) allocation makes them free,
+and `gantry cost --trc` says so while still showing the list price.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Estimate:
     lines: list[tuple[str, float]] = field(default_factory=list)  # (what, $/h) for one node
     notes: list[str] = field(default_factory=list)
     table_date: str = ""
+    free_under_trc: bool = False  # a TPU VM that a TRC allocation covers: the lines are what it would cost
 
     @property
     def hourly(self) -> float | None:
@@ -54,10 +57,15 @@ def machine_shape(machine_type: str, prices: dict) -> tuple[int, float] | None:
 
 
 def estimate(deployment: Deployment, prices: dict | None = None,
-             cpus: int | None = None, memory_gb: float | None = None) -> Estimate:
+             cpus: int | None = None, memory_gb: float | None = None, trc: bool = False) -> Estimate:
+    """trc: the project has a TPU Research Cloud allocation (TPU VMs free while it lasts)."""
     prices = prices or load_prices()
     result = Estimate(None, deployment.node_count, deployment.spot, deployment.max_run_hours,
                       table_date=prices["date"])
+    if deployment.use_tpu:
+        return _estimate_tpu(deployment, prices["tpus"], result, trc)
+    if trc:
+        result.notes.append("a TRC allocation covers TPUs only; these C4/N1 nodes bill at list price")
     family = deployment.machine_type.split("-", 1)[0]
     rates = prices["machine_families"].get(family)
     if cpus is None or memory_gb is None:
@@ -91,9 +99,33 @@ def estimate(deployment: Deployment, prices: dict | None = None,
     return result
 
 
+def _estimate_tpu(deployment: Deployment, tpus: dict, result: Estimate, trc: bool) -> Estimate:
+    """A TPU VM is billed per chip-hour, host VM and boot disk included (cloud.google.com/tpu/pricing)."""
+    result.table_date = tpus["date"]
+    shape = tpus["types"].get(deployment.tpu_type)
+    if shape is None:
+        result.notes.append(f"no price for TPU type {deployment.tpu_type} in the table (types: "
+                            f"{', '.join(tpus['types'])}); add it to packages/gantry/prices.json")
+        return result
+    rates = tpus["generations"][shape["generation"]]
+    kind = "Spot" if deployment.spot else "on-demand"
+    chip_hour = rates["spot_chip_hour" if deployment.spot else "chip_hour"]
+    result.lines.append((f"{deployment.tpu_type} TPU VM ({shape['chips']} chips x ${chip_hour:g}/chip-h), {kind}",
+                         shape["chips"] * chip_hour))
+    result.node_hourly = sum(cost for _, cost in result.lines)
+    result.free_under_trc = trc
+    if rates.get("region") and deployment.region != rates["region"]:
+        result.notes.append(f"TPU {shape['generation']} prices are {rates['region']}'s; {deployment.region} may differ")
+    if deployment.spot:
+        result.notes.append("Spot TPUs can be preempted at any time")
+    return result
+
+
 def render(result: Estimate) -> list[str]:
     """Lines a person reads: per-node breakdown, the deployment's $/h, a run's cost."""
     lines = [f"Cost estimate (list prices, table dated {result.table_date}; packages/gantry/prices.json):"]
+    if result.free_under_trc:
+        lines.append("  free under a TRC allocation (TPU Research Cloud); without one it would cost:")
     for what, hourly in result.lines:
         lines.append(f"  {what:<58} ${hourly:6.3f}/h")
     if result.hourly is not None:

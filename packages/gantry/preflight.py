@@ -50,7 +50,7 @@ def run(deployment: Deployment, compute: Compute, apis: GoogleApis | None = None
     """``apis``: also check the organisation policies (gantry.policies) through Resource Manager."""
     report = Report(deployment)
     try:
-        _run(report, deployment, compute)
+        _run(report, deployment, compute, apis)
     except _Stop:
         pass  # a check that later ones depend on failed; it is already in the report
     else:
@@ -63,7 +63,7 @@ class _Stop(Exception):
     pass
 
 
-def _run(report: Report, d: Deployment, compute: Compute) -> None:
+def _run(report: Report, d: Deployment, compute: Compute, apis: GoogleApis | None = None) -> None:
     from google.api_core import exceptions as api
 
     # Project and Compute API in one call: projects.get also carries the project-wide quotas.
@@ -93,6 +93,17 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
                    f"Set zone in infra/terraform.tfvars to one of: {', '.join(region_zones)}.")
         raise _Stop
 
+    if d.use_tpu:
+        # The TPU VM is created by the Cloud TPU API, not Compute: the VM shape, image and CPU/GPU
+        # quota checks below do not apply to it, and its own quota is not checked here yet.
+        if apis is not None:
+            _check_tpu_type(report, d, apis)
+        report.add("TPU", WARN, f"{d.tpu_type} in {d.zone}: TPU quota and stock are not checked by preflight yet "
+                                "(plan checks the zone against infra/tpu_zones.json)",
+                   f"Check your TRC allocation or TPU quota for {d.tpu_type} in {d.zone}: "
+                   + QUOTA_CONSOLE.format(project=d.project_id))
+        return
+
     shape_ok = _check_shape(report, d, compute, d.zone)
     offering = zones_offering(d, compute) if not shape_ok or d.fallback_zones else []
     if not shape_ok:
@@ -103,6 +114,30 @@ def _run(report: Report, d: Deployment, compute: Compute) -> None:
 
     region = compute.regions.get(project=d.project_id, region=d.region)
     _check_quotas(report, d, _quota_map(project.quotas), _quota_map(region.quotas))
+
+
+def _check_tpu_type(report: Report, d: Deployment, apis: GoogleApis) -> None:
+    """The zone offers the TPU type: Cloud TPU API v2 projects.locations.acceleratorTypes.get."""
+    from google.api_core.exceptions import Forbidden, NotFound
+
+    path = f"v2/projects/{d.project_id}/locations/{d.zone}/acceleratorTypes/{d.tpu_type}"
+    listing = f"`gcloud compute tpus accelerator-types list --zone={d.zone} --project={d.project_id}`"
+    try:
+        accelerator = apis.call("GET", "tpu", path)
+    except NotFound:
+        report.add("TPU type", FAIL, f"{d.tpu_type} is not offered in {d.zone}",
+                   f"{listing} lists what is; set zone (and region) in infra/terraform.tfvars to a zone "
+                   "infra/tpu_zones.json lists for the type.")
+        return
+    except Forbidden as exc:
+        # tpu.googleapis.com is enabled by `make apply` (infra/locals.tf required_apis): before the
+        # first apply the API answers 403 SERVICE_DISABLED, which must not block that apply.
+        report.add("TPU type", WARN, f"the Cloud TPU API did not answer ({exc.message}), so {d.tpu_type} in "
+                                     f"{d.zone} is unchecked",
+                   f"`make apply` enables tpu.googleapis.com; then `make preflight` again, or run {listing}.")
+        return
+    configs = ", ".join(f"{c.get('type')} {c.get('topology')}" for c in accelerator.get("acceleratorConfigs", []))
+    report.add("TPU type", OK, f"{d.tpu_type} in {d.zone}" + (f" ({configs})" if configs else ""))
 
 
 def _check_shape(report: Report, d: Deployment, compute: Compute, zone: str) -> bool:

@@ -153,13 +153,16 @@ def require_binary(binary: str) -> None:
 def check_variables(variables_tf: str | Path, var_file: str | Path, binary: str = "terraform") -> list[dict]:
     """Terraform's verdict on a tfvars file, offline: its diagnostics (errors and warnings).
 
-    ``plan`` of a folder holding only a copy of ``variables.tf`` evaluates every type
-    constraint and ``validation`` block of infra/ (the rules live there and nowhere else)
-    without providers, state or network; it takes a fraction of a second.
+    ``plan`` of a folder holding only a copy of ``variables.tf`` (and the JSON tables beside it
+    that its validations read, such as tpu_zones.json) evaluates every type constraint and
+    ``validation`` block of infra/ (the rules live there and nowhere else) without providers,
+    state or network; it takes a fraction of a second.
     """
     require_binary(binary)
     with tempfile.TemporaryDirectory(prefix="gantry-tfvars-") as folder:
         shutil.copy(variables_tf, Path(folder) / "variables.tf")
+        for table in Path(variables_tf).parent.glob("*.json"):
+            shutil.copy(table, Path(folder) / table.name)
         plan = python_terraform.Terraform(working_dir=folder, terraform_bin_path=binary)
         plan.variables = None
         _, out, _ = plan.cmd("plan", input=False, no_color=IsFlagged, json=IsFlagged, lock=False,

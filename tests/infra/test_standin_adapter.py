@@ -45,3 +45,28 @@ def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkey
     assert tf.state_list() == []
     assert tf.outputs() == {}
     assert json.loads((infra / "terraform.tfstate").read_text())["resources"] == []
+
+
+def test_adapter_applies_and_destroys_the_tpu_path(standin_env, tmp_path, monkeypatch):
+    """use_tpu: one TPU VM (google-beta) and no compute instance, its outputs what the launcher reads."""
+    for key, value in standin_env.items():
+        monkeypatch.setenv(key, value)
+    infra = copy_repo_tree(tmp_path)
+    tfvars = infra / "terraform.tfvars"
+    tfvars.write_text('project_id = "standin-proj"\ndeployment_name = "tpu"\nuse_tpu = true\ntpu_type = "v3-8"\n'
+                      'spot = true\nmax_run_hours = 4\n')
+    out, err = io.StringIO(), io.StringIO()
+    tf = gantry_terraform.Terraform(infra, stdout=out, stderr=err)
+
+    tf.init()
+    assert "hashicorp/google-beta v8.7.0" in out.getvalue()
+    tf.apply(tfvars)
+    outputs = tf.outputs()
+    assert outputs["node_names"] == ["tpu-node-0"] and outputs["node_zones"] == ["us-central1-a"]
+    assert ipaddress.ip_address(outputs["master_address"]) in ipaddress.ip_network("10.42.0.0/24")
+    state = tf.state_list()
+    assert "google_tpu_v2_vm.node[0]" in state and not any(a.startswith("google_compute_instance.") for a in state)
+    assert tf.plan(tfvars) is False  # applied == configured: no drift
+
+    tf.destroy(tfvars)
+    assert tf.state_list() == []

@@ -22,12 +22,13 @@ PLAN_ONLY_SKIPS = {
 
 def test_root_module_terraform_test_suite_passes(standin_infra, terraform):
     files = sorted(p.name for p in (REPO / "infra" / "tests").glob("*.tftest.hcl"))
-    assert {"plan_cpu.tftest.hcl", "plan_gpu.tftest.hcl", "validation.tftest.hcl"} <= set(files)
+    assert {"plan_cpu.tftest.hcl", "plan_gpu.tftest.hcl", "plan_tpu.tftest.hcl", "validation.tftest.hcl"} <= set(files)
     result = terraform(standin_infra, "test", "-no-color", check=False, timeout=300)
     summary = re.search(r"(Success|Failure)! (\d+) passed, (\d+) failed", result.stdout)
     assert result.returncode == 0 and summary and summary.group(1) == "Success", result.stdout[-6000:] + result.stderr
-    # 8 use_gpu x spot x node_count runs in plan_{cpu,gpu}.tftest.hcl, 3 in validation.tftest.hcl
-    assert int(summary.group(2)) >= 11
+    # 8 use_gpu x spot x node_count runs in plan_{cpu,gpu}.tftest.hcl, 3 in validation.tftest.hcl,
+    # 3 TPU plans and 4 refused TPU inputs in plan_tpu.tftest.hcl
+    assert int(summary.group(2)) >= 18
 
 
 def test_plan_json_grants_the_node_account_only_its_three_roles(standin_plan_json):

@@ -21,9 +21,11 @@ def fixture_copy(tmp_path, name):
 def test_init_installs_google_8_7_0_from_the_standin_mirror(standin_infra, terraform):
     lock = (standin_infra / ".terraform.lock.hcl").read_text()
     assert 'provider "registry.terraform.io/hashicorp/google"' in lock
+    assert 'provider "registry.terraform.io/hashicorp/google-beta"' in lock  # the TPU VM is beta-only in 8.7.0
     assert 'version     = "8.7.0"' in lock
     version = terraform.json(standin_infra, "version", "-json")
-    assert version["provider_selections"] == {"registry.terraform.io/hashicorp/google": "8.7.0"}
+    assert version["provider_selections"] == {"registry.terraform.io/hashicorp/google": "8.7.0",
+                                              "registry.terraform.io/hashicorp/google-beta": "8.7.0"}
     # The stand-in's hash must never reach a committed lock file: real users' init would refuse the real provider.
     standin_hashes = re.findall(r'"(h1:[^"]+)"', lock)
     committed = REPO / "infra" / ".terraform.lock.hcl"

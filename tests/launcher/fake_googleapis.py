@@ -6,6 +6,7 @@
     iam serviceAccounts.list               GET  /v1/projects/P/serviceAccounts
     cloudresourcemanager (v1)              POST /v1/projects/P:getEffectiveOrgPolicy {"constraint": ...}
       projects.getEffectiveOrgPolicy
+    tpu (v2) acceleratorTypes.get          GET  /v2/projects/P/locations/ZONE/acceleratorTypes/TYPE
 
 Answers and errors follow each API's public JSON shapes; ``errors`` maps a path regex to
 (status, Google's error body) answered before any route.
@@ -32,6 +33,12 @@ class FakeGoogleApis(LoopbackServer):
     policies: dict[str, dict] = field(default_factory=dict)
     errors: dict[str, tuple[int, dict]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    # zone -> the TPU types the Cloud TPU API lists there (a few of Google's, as in infra/tpu_zones.json)
+    tpu_types: dict[str, list[str]] = field(default_factory=lambda: {
+        "us-central1-a": ["v3-8", "v5litepod-1", "v5litepod-4", "v5litepod-8"],
+        "us-central1-b": ["v2-8", "v3-8"],
+        "us-central2-b": ["v4-8"],
+    })
 
     @property
     def endpoint(self) -> str:
@@ -68,7 +75,26 @@ class FakeGoogleApis(LoopbackServer):
             constraint = body["constraint"]
             rule = self.policies.get(constraint.removeprefix("constraints/"), {})
             return 200, {"version": 1, "constraint": constraint, "etag": "BwXUWx9Rqss=", **rule}
+        match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/acceleratorTypes/([^/]+)", path)
+        if method == "GET" and match:
+            zone, tpu_type = match[1], match[2]
+            name = f"projects/{self.project}/locations/{zone}/acceleratorTypes/{tpu_type}"
+            if tpu_type not in self.tpu_types.get(zone, []):
+                return 404, error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+            return 200, {"name": name, "type": tpu_type, "acceleratorConfigs": [TPU_CONFIGS[tpu_type]]}
         return 404, error(404, "NOT_FOUND", f"no route for {method} {path}")
+
+
+# AcceleratorConfig of each single-host type (cloud.google.com/tpu/docs/reference/rest/v2/AcceleratorConfig:
+# type is the TPU generation enum, topology the chips' arrangement).
+TPU_CONFIGS = {
+    "v2-8": {"type": "V2", "topology": "2x2"},
+    "v3-8": {"type": "V3", "topology": "2x2"},
+    "v4-8": {"type": "V4", "topology": "2x2x1"},
+    "v5litepod-1": {"type": "V5LITE_POD", "topology": "1x1"},
+    "v5litepod-4": {"type": "V5LITE_POD", "topology": "2x2"},
+    "v5litepod-8": {"type": "V5LITE_POD", "topology": "2x4"},
+}
 
 
 def error(code: int, status: str, message: str, reason: str = "", service: str = "") -> dict:

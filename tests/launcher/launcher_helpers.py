@@ -30,6 +30,7 @@ class Deployment:
         self.infra.mkdir(exist_ok=True)
         # The settings' rules every verb checks a tfvars file against (gantry.config.check).
         shutil.copy(REPO / "infra" / "variables.tf", self.infra / "variables.tf")
+        shutil.copy(REPO / "infra" / "tpu_zones.json", self.infra / "tpu_zones.json")  # the TPU rules read it
         self.tfvars = self.infra / "terraform.tfvars"
 
     def write(self, **settings) -> Path:

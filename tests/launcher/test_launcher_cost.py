@@ -1,5 +1,8 @@
 """The price table reproduces the list prices it was derived from; estimates add up."""
 
+import json
+from pathlib import Path
+
 import pytest
 from gantry import cost
 from gantry.config import Deployment
@@ -49,3 +52,64 @@ def test_table_carries_source_date_and_assumptions():
     prices = cost.load_prices()
     assert prices["date"] and prices["source"] and prices["assumptions"]
     assert prices["region"] == "us-central1"
+
+
+# ---- TPU VMs (use_tpu) ----
+
+def tpu(**settings):
+    return Deployment(project_id="p", use_tpu=True, max_run_hours=8, **settings)
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ({"tpu_type": "v2-8"}, 4.50),  # the single-device prices the per-chip rates come from
+    ({"tpu_type": "v2-8", "spot": True}, 1.35),
+    ({"tpu_type": "v3-8"}, 8.00),
+    ({"tpu_type": "v3-8", "spot": True}, 2.40),
+    ({"tpu_type": "v4-8"}, 4 * 3.22),
+    ({"tpu_type": "v5litepod-8"}, 8 * 1.20),
+])
+def test_tpu_vm_is_priced_per_chip_hour(settings, expected):
+    estimate = cost.estimate(tpu(**settings))
+    assert estimate.hourly == pytest.approx(expected)
+    assert estimate.run_cost == pytest.approx(8 * expected)
+    (what, _), = estimate.lines  # one line: the TPU VM, host and boot disk included in its price
+    assert what.startswith(f"{settings['tpu_type']} TPU VM (") and what.endswith("Spot" if settings.get("spot") else "on-demand")
+
+
+def test_trc_says_free_and_still_shows_the_list_price():
+    text = "\n".join(cost.render(cost.estimate(tpu(tpu_type="v3-8"), trc=True)))
+    assert "free under a TRC allocation" in text
+    assert "$ 8.000/h" in text and "$192.00 a day" in text  # what it would cost without TRC
+    assert "a run of max_run_hours = 8" in text and "$ 64.00" in text
+
+
+def test_without_trc_a_tpu_is_not_called_free():
+    text = "\n".join(cost.render(cost.estimate(tpu(tpu_type="v3-8"))))
+    assert "TRC" not in text and "$ 8.000/h" in text
+
+
+def test_trc_does_not_make_cpu_or_gpu_nodes_free():
+    estimate = cost.estimate(Deployment(project_id="p", use_gpu=True), trc=True)
+    text = "\n".join(cost.render(estimate))
+    assert not estimate.free_under_trc and "free under" not in text
+    assert "TRC allocation covers TPUs only" in text
+
+
+def test_tpu_region_other_than_the_tables_is_a_note():
+    estimate = cost.estimate(tpu(tpu_type="v4-8", region="us-central1", zone="us-central1-a"))
+    assert "us-central2" in "\n".join(cost.render(estimate))
+
+
+def test_unknown_tpu_type_is_a_note_not_a_crash():
+    estimate = cost.estimate(tpu(tpu_type="v9-8"))
+    assert estimate.hourly is None and "prices.json" in "\n".join(cost.render(estimate))
+
+
+def test_tpu_table_carries_source_date_and_covers_every_type_infra_offers():
+    tpus = cost.load_prices()["tpus"]
+    assert tpus["source"].startswith("https://cloud.google.com/tpu/pricing") and tpus["date"] and tpus["assumptions"]
+    zones = json.loads((Path(__file__).resolve().parents[2] / "infra" / "tpu_zones.json").read_text())["zones"]
+    assert set(tpus["types"]) == set(zones), "price every TPU type infra/tpu_zones.json offers"
+    for shape in tpus["types"].values():
+        rates = tpus["generations"][shape["generation"]]
+        assert 0 < rates["spot_chip_hour"] < rates["chip_hour"]

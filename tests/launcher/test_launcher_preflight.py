@@ -2,6 +2,7 @@
 
 import pytest
 from fake_compute import service_disabled
+from fake_googleapis import error
 from gantry.status import ExitStatus
 from launcher_helpers import isolated_environ, needs_terraform, run_module
 
@@ -177,3 +178,41 @@ def test_the_default_images_of_both_paths_are_live(cli, deployment):
         result = cli("preflight")
         assert result.status == ExitStatus.OK, result.output
         assert "[ ok ] boot image:" in result.stdout
+
+
+def test_a_tpu_deployment_skips_the_vm_checks_and_says_tpu_quota_is_unchecked(cli, deployment, fake, apis):
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output  # a warning, not a blocker: `make apply` may go on
+    out = result.stdout
+    assert "[ ok ] TPU type: v3-8 in us-central1-a (V3 2x2)" in out
+    assert "[warn] TPU: v3-8 in us-central1-a: TPU quota and stock are not checked by preflight yet" in out
+    assert "https://console.cloud.google.com/iam-admin/quotas?project=demo-project" in out
+    assert "quota CPUS_ALL_REGIONS" not in out and "c4-highcpu-16" not in out
+    assert not any("/machineTypes/" in r for r in fake.requests), "no Compute VM shape lookup for a TPU VM"
+    assert any(r.startswith("GET /v2/projects/demo-project/locations/us-central1-a/acceleratorTypes/v3-8")
+               for r in apis.requests)
+    assert "v3-8 TPU VM (4 chips x $2/chip-h), on-demand" in out
+
+
+def test_a_tpu_type_the_zone_lacks_is_a_blocker_naming_the_listing_command(cli, deployment, apis):
+    apis.tpu_types["us-central1-a"] = ["v5litepod-8"]  # the API is the truth, even where the table disagrees
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED
+    assert "[FAIL] TPU type: v3-8 is not offered in us-central1-a" in result.stdout
+    assert "gcloud compute tpus accelerator-types list --zone=us-central1-a --project=demo-project" in result.stdout
+    assert "preflight found 1 blocker(s): TPU type" in result.stderr
+
+
+def test_a_disabled_tpu_api_before_the_first_apply_is_a_warning(cli, deployment, apis):
+    message = ("Cloud TPU API has not been used in project demo-project before or it is disabled. Enable it by "
+               "visiting https://console.developers.google.com/apis/api/tpu.googleapis.com/overview?project=demo-project "
+               "then retry.")
+    apis.errors[r"/acceleratorTypes/"] = (403, error(403, "PERMISSION_DENIED", message, reason="SERVICE_DISABLED",
+                                                     service="tpu.googleapis.com"))
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert "[warn] TPU type: the Cloud TPU API did not answer (Cloud TPU API has not been used" in result.stdout
+    assert "`make apply` enables tpu.googleapis.com" in result.stdout

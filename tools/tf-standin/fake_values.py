@@ -44,6 +44,7 @@ ID_TEMPLATES = {
     "google_service_account": "projects/{project}/serviceAccounts/{email}",
     "google_storage_bucket": "{name}",
     "google_storage_bucket_iam_member": "b/{bucket}/{role}/{member}",
+    "google_tpu_v2_vm": "projects/{project}/locations/{zone}/nodes/{name}",  # google-beta
 }
 
 
@@ -155,6 +156,11 @@ class Inventor:
         """An invented value for attribute `path` (block names, no indexes) described by `attr`."""
         name, ctype = path[-1], attr["type"]
         seed = f"{self.type_name}/{state.get('id')}/{'.'.join(path)}/{index}"
+        if self.type_name == "google_tpu_v2_vm" and path == ("network_endpoints",):
+            # One worker per single-host TPU VM: its internal IP in the subnet, the TPU runtime's
+            # port 8470, no access_config (no external IP), as `gcloud compute tpus tpu-vm describe` shows.
+            subnet = ((state.get("network_config") or [{}])[0] or {}).get("subnetwork") or ""
+            return [{"ip_address": internal_ip(subnet, f"{state['id']}#0"), "port": 8470, "access_config": []}]
         if path == ("network_interface", "name"):
             return f"nic{index}"
         if name in ("project", "zone", "region", "location") and ctype == "string":

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Install the stand-in google provider into a filesystem mirror and write the CLI config that uses it.
+"""Install the stand-in google and google-beta providers into a filesystem mirror and write the CLI config that uses them.
 
     python3 tools/tf-standin/mirror.py /tmp/standin      # prints the export to run terraform with it
     eval "$(python3 tools/tf-standin/mirror.py /tmp/standin)"; terraform -chdir=<copy of infra> init
 
 Never on a user's default path: only a TF_CLI_CONFIG_FILE that names this mirror (tests set it per
-process) makes Terraform pick the stand-in, and only for registry.terraform.io/hashicorp/google.
+process) makes Terraform pick the stand-in, and only for registry.terraform.io/hashicorp/google and
+hashicorp/google-beta (the latter serves only what infra/ takes from it: google_tpu_v2_vm).
 The provider runs in its own tool virtualenv (.cache/tf-standin/venv), created here on first use,
 because the `tf` framework pins protobuf < 6 while the trainer's tensorboard needs protobuf >= 6.31.
 """
@@ -21,7 +22,8 @@ ROOT = HERE.parent.parent
 VENV = ROOT / ".cache" / "tf-standin" / "venv"
 REQUIREMENTS = ["tf==1.2.0"]  # the go-plugin handshake and tfplugin6 protobuf
 VERSION = "8.7.0"
-SOURCE = "registry.terraform.io/hashicorp/google"
+PROVIDERS = ("google", "google-beta")  # each serves tools/tf-standin/<name>_schema_8.7.0.json
+SOURCES = [f"registry.terraform.io/hashicorp/{name}" for name in PROVIDERS]
 PLATFORM = "linux_amd64"
 
 
@@ -42,9 +44,9 @@ def ensure_venv(venv: Path = VENV) -> Path:
     return python
 
 
-def install(mirror: Path, python: Path) -> Path:
-    """Write <mirror>/registry.terraform.io/hashicorp/google/8.7.0/linux_amd64/terraform-provider-google_v8.7.0."""
-    target = mirror / SOURCE / VERSION / PLATFORM / f"terraform-provider-google_v{VERSION}"
+def install(mirror: Path, python: Path, name: str = "google") -> Path:
+    """Write <mirror>/registry.terraform.io/hashicorp/NAME/8.7.0/linux_amd64/terraform-provider-NAME_v8.7.0."""
+    target = mirror / f"registry.terraform.io/hashicorp/{name}" / VERSION / PLATFORM / f"terraform-provider-{name}_v{VERSION}"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(
         f"#!{python}\n"
@@ -52,22 +54,23 @@ def install(mirror: Path, python: Path) -> Path:
         "import sys\n"
         f"sys.path.insert(0, {str(HERE)!r})\n"
         "import standin_google\n"
-        "standin_google.main()\n"
+        f"standin_google.main({name!r})\n"
     )
     target.chmod(0o755)
     return target
 
 
 def write_cli_config(path: Path, mirror: Path) -> Path:
+    sources = ", ".join(f'"{s}"' for s in SOURCES)
     path.write_text(
-        "# Test-only: hashicorp/google comes from the stand-in mirror, everything else as usual.\n"
+        "# Test-only: hashicorp/google and google-beta come from the stand-in mirror, everything else as usual.\n"
         "provider_installation {\n"
         "  filesystem_mirror {\n"
         f'    path    = "{mirror}"\n'
-        f'    include = ["{SOURCE}"]\n'
+        f"    include = [{sources}]\n"
         "  }\n"
         "  direct {\n"
-        f'    exclude = ["{SOURCE}"]\n'
+        f"    exclude = [{sources}]\n"
         "  }\n"
         "}\n"
     )
@@ -77,7 +80,9 @@ def write_cli_config(path: Path, mirror: Path) -> Path:
 def prepare(workdir: Path) -> dict:
     """Mirror + CLI config under workdir; returns the environment variables terraform needs."""
     mirror = workdir / "mirror"
-    install(mirror, ensure_venv())
+    python = ensure_venv()
+    for name in PROVIDERS:
+        install(mirror, python, name)
     config = write_cli_config(workdir / "standin.tfrc", mirror)
     return {"TF_CLI_CONFIG_FILE": str(config), "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
 

@@ -1,4 +1,4 @@
-"""A stand-in for hashicorp/google 8.7.0 that the real `terraform` binary runs offline.
+"""A stand-in for hashicorp/google and hashicorp/google-beta 8.7.0 that the real `terraform` binary runs offline.
 
 Serves the schema that scripts/extract_google_schema.py wrote (google_schema_8.7.0.json) over
 tfplugin6, using the PyPI `tf` framework for the go-plugin handshake and its generated protobuf
@@ -8,8 +8,10 @@ The provider plans computed values as unknown, answers data sources with fake va
 families from a table of live and retired ones, fake_values.IMAGE_FAMILIES) and, on
 apply, stores deterministic fake computed values in state. It never talks to Google.
 
-Not run by hand: mirror.py installs it as `terraform-provider-google_v8.7.0` into a filesystem
-mirror named by a test-only TF_CLI_CONFIG_FILE.
+Not run by hand: mirror.py installs it as `terraform-provider-google_v8.7.0` (serving
+google_schema_8.7.0.json) and `terraform-provider-google-beta_v8.7.0` (serving
+google_beta_schema_8.7.0.json: only what infra/ needs from google-beta, the TPU VM) into a
+filesystem mirror named by a test-only TF_CLI_CONFIG_FILE.
 """
 
 import copy
@@ -26,7 +28,15 @@ from tf.types import Unknown
 from tf.utils import Diagnostics, read_dynamic_value, to_dynamic_value
 
 HERE = Path(__file__).resolve().parent
-SCHEMA_FILE = HERE / "google_schema_8.7.0.json"
+# Which provider this process serves: main() sets it from the name mirror.py installed it under.
+PROVIDER_NAME = "google"
+
+
+def schema_file(provider_name: str) -> Path:
+    return HERE / f"{provider_name.replace('-', '_')}_schema_8.7.0.json"
+
+
+SCHEMA_FILE = schema_file(PROVIDER_NAME)
 NESTING = {"single": pb.Schema.NestedBlock.SINGLE, "list": pb.Schema.NestedBlock.LIST,
            "set": pb.Schema.NestedBlock.SET}
 # Arguments whose change forces a new resource. The jsii bindings do not carry ForceNew, so this is
@@ -50,6 +60,10 @@ FORCE_NEW = {
     "google_service_account": {"account_id"},
     "google_storage_bucket": set(),
     "google_storage_bucket_iam_member": {"bucket", "role", "member"},
+    # google-beta. The TPU API patches only description, tags, labels, metadata, shielded instance
+    # config and network config in place; a new type, runtime, account or scheduling recreates the VM.
+    "google_tpu_v2_vm": {"accelerator_type", "accelerator_config", "runtime_version", "service_account",
+                         "scheduling_config", "cidr_block", "data_disks"},
 }
 
 
@@ -218,7 +232,7 @@ class StandinProvider(Provider):
         return "google_"
 
     def full_name(self) -> str:
-        return "registry.terraform.io/hashicorp/google"
+        return f"registry.terraform.io/hashicorp/{PROVIDER_NAME}"
 
     def get_provider_schema(self, diags):
         raise NotImplementedError
@@ -236,7 +250,9 @@ class StandinProvider(Provider):
         return []
 
 
-def main() -> None:
+def main(provider_name: str = "google") -> None:
+    global PROVIDER_NAME, SCHEMA_FILE
+    PROVIDER_NAME, SCHEMA_FILE = provider_name, schema_file(provider_name)
     if "--version" in sys.argv:
         print(json.loads(SCHEMA_FILE.read_text())["provider_version"])
         return
