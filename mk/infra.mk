@@ -46,7 +46,6 @@ infra-render: ## print the node startup script exactly as a VM gets it (RENDER_G
 		'  source          = "$(CURDIR)/infra/modules/startup_script"' \
 		'  deployment_name = "gantry"' \
 		'  registry_host   = "us-central1-docker.pkg.dev"' \
-		'  bucket          = "my-project-gantry-runs"' \
 		'  use_gpu         = $(RENDER_GPU)' \
 		'}' \
 		'output "script" { value = module.startup_script.script }' >"$$tmp/main.tf"; \
