@@ -65,7 +65,7 @@ def machine() -> dict:
 
 
 def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float,
-                        full_fraction: float = 1.0) -> dict:
+                        full_fraction: float = 1.0, dtype: torch.dtype | None | str = "auto") -> dict:
     """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit.
 
     ``full_fraction`` < 1 is playout-cap randomisation as the connect4 config sets it (fast searches at
@@ -75,7 +75,8 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
                       f"--search.simulations={sims}", f"--search.full_search_fraction={full_fraction}",
                       f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
     model = build_model(game, channels, blocks).eval()
-    ev = NetworkEvaluator(model, inference_dtype())
+    dtype = inference_dtype() if dtype == "auto" else dtype
+    ev = NetworkEvaluator(model, dtype)
     worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
     for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup
         worker.step(0)
@@ -87,7 +88,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     wall = time.perf_counter() - start
     # the same network and batch, forward passes only: the ceiling for simulations/s
     planes = game.encode(worker.states)
-    ev_only = NetworkEvaluator(model, inference_dtype())
+    ev_only = NetworkEvaluator(model, dtype)
     for _ in range(3):
         ev_only(planes)
     n = 0
@@ -99,6 +100,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     sims_per_s = (worker.simulations - sims0) / wall
     return {
         "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
+        "precision": str(dtype or "fp32").replace("torch.", ""),
         "simulations_per_move": sims, "full_search_fraction": full_fraction, "seconds": round(wall, 1),
         "positions_per_s": (worker.moves - moves0) / wall,
         "simulations_per_s": sims_per_s,
@@ -110,6 +112,32 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
         "vs_azg_default_512ch": sims_per_s / AZG_SIMS_PER_S["default-512ch"],
         "vs_azg_64ch": sims_per_s / AZG_SIMS_PER_S["64ch"],
     }
+
+
+# What an AVX2-only CPU (no AVX-512, no bf16) runs, on this one: ATen's kernels, oneDNN's convolutions and
+# MKL's GEMMs held to AVX2. An emulation (same caches, clocks and core), not a measurement on such a CPU.
+AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
+def fp32_isa(seconds: float, quick: bool) -> list[dict]:
+    """fp32 self-play on one core, with this CPU's own instructions and held to AVX2: what an AVX2-only CPU's
+    actors run. Each case in a fresh process (the ISA is fixed when torch loads), twice, interleaved."""
+    runs = []
+    for isa, env in (("native", {}), ("avx2", AVX2_ONLY_ENV)) * 2:
+        out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds),
+                              *(["--quick"] if quick else [])],
+                             env={**os.environ, **env}, capture_output=True, text=True, check=True)
+        runs.append({"isa": isa, **json.loads(out.stdout.splitlines()[-1])})
+    rows = []
+    for isa in ("native", "avx2"):
+        mine = [r for r in runs if r["isa"] == isa]
+        sims = float(np.mean([r["simulations_per_s"] for r in mine]))
+        rows.append({"isa": isa, "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
+                     "simulations_per_s": sims,
+                     "forward_only_evals_per_s": float(np.mean([r["forward_only_evals_per_s"] for r in mine])),
+                     "vs_azg_default_512ch": sims / AZG_SIMS_PER_S["default-512ch"],
+                     "vs_azg_64ch": sims / AZG_SIMS_PER_S["64ch"]})
+    return rows
 
 
 def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -> dict:
@@ -260,8 +288,17 @@ def main() -> int:
                          "a pairing, and fit one Elo ladder (0 = skip)")
     ap.add_argument("--arena-baselines", default=ARENA_BASELINES, help=f"the ladder's baselines ({ARENA_BASELINES})")
     ap.add_argument("--quick", action="store_true", help="tiny budgets (tests)")
+    ap.add_argument("--avx2-only", action="store_true",
+                    help="train as an AVX2-only CPU would: fp32 learner and actors, torch held to AVX2 (an emulation "
+                         "on a CPU with AVX-512 or bf16; the JSON says so)")
+    ap.add_argument("--fp32-case", type=float, default=0, help=argparse.SUPPRESS)  # fp32_isa's child process
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.fp32_case:
+        ch, bl, games = (8, 1, 16) if args.quick else (32, 4, 128)
+        r = selfplay_throughput(ch, bl, games, 8 if args.quick else 64, args.fp32_case, 1.0, None)
+        print(json.dumps({**r, "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
+        return 0
     stamp = time.strftime("%Y%m%d-%H%M%S")
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "when": stamp}
@@ -279,6 +316,10 @@ def main() -> int:
         print(f"self-play {r['net']} x{games} games, full searches {full:.0%}: {r['simulations_per_s']:.0f} sims/s "
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch, {r['vs_azg_64ch']:.1f}x azg-64ch), "
               f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
+    report["fp32_isa"] = [] if args.skip_throughput else fp32_isa(2 if args.quick else args.seconds / 2, args.quick)
+    for r in report["fp32_isa"]:
+        print(f"fp32 self-play {r['net']}, {r['isa']} ({r['cpu_capability']}): {r['simulations_per_s']:.0f} sims/s "
+              f"({r['vs_azg_default_512ch']:.1f}x azg-512ch)", flush=True)
     report["learner"] = [] if args.skip_throughput else [
         learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
         for ch, bl in ([(32, 4), (64, 4)] if not args.quick else [(8, 1)])]
@@ -294,13 +335,16 @@ def main() -> int:
                                                             10 if args.quick else args.placement_seconds)
 
     run_dirs = [Path(r) for r in args.from_run.split(",") if r]
+    # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32
+    isa_env, isa_args = (AVX2_ONLY_ENV, ["--actors.precision=fp32", "--learner.precision=fp32"]) \
+        if args.avx2_only else ({}, [])
     if args.train_minutes and not run_dirs:
         for seed in (int(x) for x in args.seeds.split(",")):
             run_dirs.append(Path("runs") / f"bench-{stamp}-seed{seed}")
             subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
                             f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}", f"--run.max_minutes={args.train_minutes}",
                             "--run.checkpoint_every_minutes=5", "--run.keep_checkpoints=100",  # the ladder's rungs
-                            *args.train_args.split()], check=True)
+                            *isa_args, *args.train_args.split()], env={**os.environ, **isa_env}, check=True)
     if run_dirs:
         runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
         if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
@@ -308,7 +352,8 @@ def main() -> int:
                 ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25, 2, seed=0)
                 r["ladder"] = arena.ladder_summary(ladder)
                 print(f"\nElo ladder of {d}:\n{arena.format_ladder(ladder)}", flush=True)
-        report["training"] = {"runs": runs, "train_args": args.train_args, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
+        report["training"] = {"runs": runs, "train_args": args.train_args,
+                              "held_to_avx2_fp32": args.avx2_only and not args.from_run, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
                               "azg_30min_mcts_weak_earlier": AZG_30MIN_MCTS_WEAK_EARLIER,
                               "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}
         if all(r["curve"] for r in runs):
@@ -317,7 +362,8 @@ def main() -> int:
             cols = ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean", "azg", "ratio", "target", "met"]
             print("\nPons MCTS-25 weak error (%, Wilson 95% over the positions) of each run's last checkpoint: "
                   + "; ".join(f"run{i + 1} {r['run']} step {r['curve'][-1]['step']}" for i, r in enumerate(runs))
-                  + f". CPU flags: {' '.join(report['machine']['cpu_flags'])}")
+                  + f". CPU flags: {' '.join(report['machine']['cpu_flags'])}"
+                  + (", training held to AVX2 and fp32 (--avx2-only)" if report["training"]["held_to_avx2_fp32"] else ""))
             print(table(rows, cols))
             if all("final_graded_at" in r for r in runs):
                 rows = error_table([r["final_graded_at"] for r in runs])
@@ -336,6 +382,9 @@ def main() -> int:
                                                 "network_evals_per_s",
                                                 "positions_per_s", "mean_batch", "outside_forward_share",
                                                 "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
+    if report["fp32_isa"]:
+        print("\n" + table(report["fp32_isa"], ["isa", "cpu_capability", "net", "simulations_per_s",
+                                                 "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["learner"]:
         print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",
                                                "samples_per_s_fp32"]))

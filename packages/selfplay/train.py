@@ -99,6 +99,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
                f"learner {precision.describe()}"
+               # the kernels torch picked (AVX512, AVX2, ...): ATEN_CPU_CAPABILITY can hold them lower
+               + (f" (cpu kernels {torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else "")
                + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")
                + f", run dir {cfg.run.dir}")
     selfplay = SelfPlay(cfg, game, device, precision, learner, step, actors, seed, runlog)

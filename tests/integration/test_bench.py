@@ -1,6 +1,7 @@
 """`make bench` end to end on tiny budgets: it measures and writes the JSON the README's table comes from."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,10 @@ def test_quick_bench_writes_throughput_json():
         assert sp["simulations_per_s"] > 0 and 0 <= sp["outside_forward_share"] <= 1
         assert sp["mean_batch"] > 1  # leaves of many games share one forward pass
         assert report["learner"][0]["samples_per_s_auto"] > 0
+        # fp32 self-play natively and held to AVX2: the env really reaches torch in the child process
+        isa = report["fp32_isa"]
+        assert [r["isa"] for r in isa] == ["native", "avx2"] and isa[1]["cpu_capability"] == "AVX2"
+        assert all(r["simulations_per_s"] > 0 and r["vs_azg_default_512ch"] > 0 for r in isa)
         assert [r["ranks"] for r in report["scaling"]] == [1, 2] and report["scaling"][1]["positions_per_s"] > 0
         placement = report["inference_placement"]
         assert [r["inference"] for r in placement] == ["local", "learner"]
@@ -80,3 +85,29 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
         assert ladder["baseline_elo"]["random"] == 0 and "Elo ladder of" in result.stdout
     assert len(training["mcts30_table"]) == 6
     assert "run1" in result.stdout and "at 30 simulations" in result.stdout
+
+
+def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
+    """`--avx2-only`: the training run's torch is held to AVX2 and both learner and actors run fp32, as on an
+    AVX2-only CPU; the JSON says the figures are that emulation."""
+    before = set((ROOT / "bench/results").glob("bench-*.json"))
+    runs_before = set((ROOT / "runs").glob("bench-*"))
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--skip-throughput", "--avx2-only", "--train-minutes", "0.3",
+         "--seeds", "5", "--positions", "4", "--final-simulations", "4",
+         ("--train-args=--model.channels=8 --model.blocks=1 --actors.games=16 --search.simulations=8 "
+          "--learner.batch_size=32 --learner.min_replay=64 --run.max_steps=3 --actors.count=1 "
+          "--eval.every_minutes=0")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        assert result.returncode == 0, result.stderr
+        out = result.stdout + result.stderr
+        assert "learner cpu/fp32 (cpu kernels AVX2)" in out, out[-3000:]
+        assert "training held to AVX2 and fp32 (--avx2-only)" in out
+        path = (set((ROOT / "bench/results").glob("bench-*.json")) - before).pop()
+        training = json.loads(path.read_text())["training"]
+        path.unlink()
+        assert training["held_to_avx2_fp32"] is True and len(training["runs"]) == 1
+    finally:
+        for run in set((ROOT / "runs").glob("bench-*")) - runs_before:
+            shutil.rmtree(run)
