@@ -28,6 +28,7 @@ from gantry.agent import (
     REPORT_KEY,
     REPORTED_FIGURES,
     RUN_KEY,
+    TRAIN_KIND,
     RunSpec,
 )
 from gantry.errors import GantryError
@@ -322,9 +323,14 @@ def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
 
 
 def run_ended(run_url: str) -> bool:
-    """Whether the run reached its budget: its newest stats.jsonl record is the trainer's end record."""
-    newest = next(_records_newest_first(run_url), None)
-    return newest is not None and newest.get(KIND_KEY) == END_KIND
+    """Whether the run reached its budget: its newest training or end record in stats.jsonl is the end record.
+
+    Records of other kinds (an arena or evaluation of its checkpoints run later) do not reopen a finished run;
+    a resumed run's first training record does."""
+    for record in _records_newest_first(run_url):
+        if record.get(KIND_KEY) in (TRAIN_KIND, END_KIND):
+            return record[KIND_KEY] == END_KIND
+    return False
 
 
 def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:

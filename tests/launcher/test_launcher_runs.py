@@ -331,6 +331,12 @@ def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == [] and "starting it" not in result.stdout
 
+    # an arena of its checkpoints, run after the end and mirrored to the bucket, does not reopen the run
+    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
+    log.record(500, {"arena/elo": 900.0}, kind="arena")
+    log.close()
+    assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
+
     # the same run resumed with a larger budget trains on: its newest record is no longer the end, so a
     # preemption is healed again
     log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
