@@ -16,6 +16,8 @@ import os
 from functools import cached_property
 from pathlib import Path
 
+from gantry.agent import STAGING_ENV
+
 from . import checkpoint
 
 
@@ -28,7 +30,7 @@ class RunDir:
         self.url = run_dir
         self.remote = is_remote(run_dir)
         if self.remote:
-            root = staging_root or os.environ.get("GANTRY_STAGING", str(Path.home() / ".cache/gantry/staging"))
+            root = staging_root or os.environ.get(STAGING_ENV, str(Path.home() / ".cache/gantry/staging"))
             slug = hashlib.sha256(run_dir.encode()).hexdigest()[:12]
             self.local = Path(root) / slug
         else:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gantry.agent import END_KIND
+from gantry.agent import END_KIND, KIND_KEY, STEP_KEY, TRAIN_KIND
 
 EVAL = "eval"  # namespace of evaluation figures
 ARENA = "arena"  # namespace (and record kind) of arena figures
@@ -53,7 +53,7 @@ def arena_key(opponent: str, measure: str) -> str:
 def arena_figures(record: dict) -> dict[str, dict[str, float]]:
     """{opponent: {measure: value}} of an arena record (empty for other records)."""
     figures: dict[str, dict[str, float]] = {}
-    if record.get("kind") != ARENA:
+    if record.get(KIND_KEY) != ARENA:
         return figures
     for key, value in record.items():
         namespace, _, rest = key.partition("/")
@@ -91,12 +91,12 @@ class RunLog:
         if self.enabled:
             print(text, file=self.stream, flush=True)
 
-    def record(self, step: int, metrics: dict[str, float], kind: str = "train") -> None:
+    def record(self, step: int, metrics: dict[str, float], kind: str = TRAIN_KIND) -> None:
         if not self.enabled:
             return
         clean = {k: v if isinstance(v, str) else float(v) if isinstance(v, (int, float)) and math.isfinite(v)
                  else None for k, v in metrics.items()}
-        self._jsonl.write(json.dumps({"kind": kind, "step": step, "time": round(time.time(), 3), **clean}) + "\n")
+        self._jsonl.write(json.dumps({KIND_KEY: kind, STEP_KEY: step, "time": round(time.time(), 3), **clean}) + "\n")
         events = self._events()
         if events is not None:
             for k, v in clean.items():
