@@ -67,8 +67,14 @@ def xla_selfplay(python: str, *args, timeout=600):
                           check=False, env=env)
 
 
+# The first test to ask for the venv makes it: minutes, longer than pytest's default 900 s on a slow mirror.
+# xla_python gives up (a skip) after 30 minutes, before this limit fails the test.
+XLA_TIMEOUT = pytest.mark.timeout(2400)
+
+
 @pytest.mark.slow
 @pytest.mark.xla
+@XLA_TIMEOUT
 def test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes(tmp_path, xla_python):
     run = tmp_path / "run"
     # run.device=auto: PJRT_DEVICE (the TPU image sets it) is what picks XLA
@@ -99,6 +105,7 @@ def test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes
 
 @pytest.mark.slow
 @pytest.mark.xla
+@XLA_TIMEOUT
 def test_learner_steps_and_served_leaves_compile_once_each(xla_python):
     """XLA compiles a program per graph shape: a learner step that recompiles every step (a shape or a constant
     that changes) or a leaf batch size per request would make a TPU slower than the host CPU. After warm-up, more
