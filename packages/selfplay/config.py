@@ -233,8 +233,9 @@ class RunConfig:
     log_every_seconds: float = 10.0
     """Seconds between progress lines and stats.jsonl records."""
     device: Literal["auto", "cpu", "cuda", "xla"] = "auto"
-    """Learner device: auto = cuda when usable, else xla when PJRT_DEVICE is set and torch_xla is installed (the TPU
-    image), else cpu. xla = torch_xla's device (a TPU, or its CPU device under PJRT_DEVICE=CPU); one rank only."""
+    """Learner device: auto = cuda when usable, else xla when PJRT_DEVICE is set (the TPU image sets it; torch_xla
+    must then be installed), else cpu. xla = torch_xla's device (a TPU, or its CPU device under PJRT_DEVICE=CPU);
+    one rank only."""
 
     def __post_init__(self):
         _check(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")

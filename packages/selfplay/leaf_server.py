@@ -199,8 +199,8 @@ class LeafServer:
         with self.lock, torch.inference_mode(), autocast:
             logits, values = net(x)
             # one tensor, one transfer: on XLA each transfer runs its own program, so two would run the net twice
-            answer = torch.cat([logits.float(), values.float().unsqueeze(1)], dim=1).cpu().numpy()[:total]
-        logits, values = answer[:, :-1], answer[:, -1]
+            out = torch.cat([logits.float(), values.float().unsqueeze(1)], dim=1).cpu().numpy()[:total]
+        logits, values = out[:, :-1], out[:, -1]
         at = 0
         answer = version.to_bytes(8, "little", signed=True)
         for i, pipe, n in requests:
