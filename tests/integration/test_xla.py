@@ -182,3 +182,20 @@ slots.close()
     assert said["leaf_compiles"] <= said["buckets"] == 4, said
     assert said["version"] == 3
     assert said["logit_error"] < 0.05 and said["value_error"] < 0.05, said  # bf16 on XLA vs fp32 on the CPU
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+@XLA_TIMEOUT
+def test_more_than_one_rank_on_xla_is_refused_by_every_rank_in_one_line(tmp_path, xla_python):
+    """DDP over XLA is not wired: two ranks under torchrun each stop before training, saying what to run instead."""
+    result = subprocess.run([xla_python, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-port=29533",
+                             "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={tmp_path / 'run'}",
+                             "--run.device=xla", "--dist.timeout_s=60"], capture_output=True, text=True, timeout=300,
+                            check=False, env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(ROOT / "packages")})
+    assert result.returncode != 0
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("selfplay: error:")]
+    assert sorted(errors) == [f"selfplay: error: run.device=xla trains on one XLA device with one rank, and this is "
+                              f"rank {rank} of 2: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
+                              f"actors)" for rank in (0, 1)]
+    assert not list((tmp_path / "run").glob("ckpt-*.pt"))
