@@ -1,7 +1,8 @@
 #!/bin/sh
-# Installs torch into /opt/venv for an image flavour and proves it is that flavour, so a CPU image
+# Installs torch into /opt/venv for an image flavour and proves it is that flavour, so a CPU or TPU image
 # never carries CUDA libraries and a CUDA image never silently holds a CPU build.
 #   install_torch.sh cpu|cuda TORCH_SPEC TORCH_INDEX_URL
+#   install_torch.sh tpu REQUIREMENTS_FILE TORCH_INDEX_URL   (torch + torch_xla pins; libtpu comes with torch-xla[tpu])
 # Its folder (/tmp/build) also holds the build's extra CA certificates (*.crt) and local wheels (*.whl).
 set -eu
 flavour="$1"
@@ -9,6 +10,14 @@ spec="$2"
 index="$3"
 build="$(dirname "$0")"
 pip=/opt/venv/bin/pip
+if [ "$flavour" = tpu ]; then
+    # torch_xla loads only beside the torch it was built for: both from the one file that pins them, and
+    # torch-xla's [tpu] extra for libtpu, the TPU runtime of that release
+    set -- -r "$spec" "torch-xla[tpu]"
+    spec="$(grep -v '^#' "$spec" | tr '\n' ' ')"
+else
+    set -- "$spec"
+fi
 
 # Extra CAs (a TLS-intercepting proxy's) join the system bundle that pip (PIP_CERT) and the image use.
 for cert in "$build"/*.crt; do
@@ -22,13 +31,13 @@ if ls "$build"/torch-*.whl >/dev/null 2>&1; then
     local_torch="$(cd "$build" && ls torch-*.whl)"
     case "$flavour:$local_torch" in  # refuse the wrong flavour before spending minutes installing it
         cuda:*+cpu*) echo "install_torch: the CUDA image got a CPU-only torch wheel ($local_torch in WHEEL_DIR): use a +cu wheel or none" >&2; exit 1 ;;
-        cpu:*+cu*) echo "install_torch: the CPU image got a CUDA torch wheel ($local_torch in WHEEL_DIR): use a +cpu wheel or none" >&2; exit 1 ;;
+        cpu:*+cu*|tpu:*+cu*) echo "install_torch: the $flavour image got a CUDA torch wheel ($local_torch in WHEEL_DIR): use a +cpu wheel or none" >&2; exit 1 ;;
     esac
     echo "install_torch: $spec from the local wheels: $local_torch"
-    "$pip" install --find-links "$build" "$spec"
+    "$pip" install --find-links "$build" "$@"
 else
     echo "install_torch: $spec from $index"
-    "$pip" install --find-links "$build" --index-url "$index" --extra-index-url "${PIP_INDEX_URL:-https://pypi.org/simple}" "$spec"
+    "$pip" install --find-links "$build" --index-url "$index" --extra-index-url "${PIP_INDEX_URL:-https://pypi.org/simple}" "$@"
 fi
 rm -f "$build"/*.whl   # the wheels are in the venv now; this layer need not carry them twice
 # libtorch's C++ unit-test binaries (~80 MB): nothing imports them.
@@ -42,9 +51,14 @@ import torch
 
 flavour = sys.argv[1]
 nvidia = sorted(d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"].lower().startswith("nvidia-"))
-if flavour == "cpu" and (torch.version.cuda is not None or nvidia):
-    sys.exit(f"install_torch: the CPU image got a CUDA torch ({torch.__version__}, CUDA {torch.version.cuda}, "
-             f"{len(nvidia)} nvidia-* packages): use a +cpu wheel in WHEEL_DIR or TORCH_INDEX_URL=.../whl/cpu")
+if flavour in ("cpu", "tpu") and (torch.version.cuda is not None or nvidia):
+    sys.exit(f"install_torch: the {flavour.upper()} image got a CUDA torch ({torch.__version__}, CUDA "
+             f"{torch.version.cuda}, {len(nvidia)} nvidia-* packages): use a +cpu wheel in WHEEL_DIR or "
+             f"TORCH_INDEX_URL=.../whl/cpu")
+if flavour == "tpu":
+    import torch_xla  # a torch_xla built for another torch fails right here, at build time
+
+    print(f"install_torch: torch_xla {metadata.version('torch-xla')}, libtpu {metadata.version('libtpu')}")
 if flavour == "cuda" and torch.version.cuda is None:
     sys.exit(f"install_torch: the CUDA image got a CPU-only torch ({torch.__version__}): point TORCH_INDEX_URL at a "
              f"CUDA index (https://download.pytorch.org/whl/cu128) and keep +cpu wheels out of WHEEL_DIR")

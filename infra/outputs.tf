@@ -45,6 +45,11 @@ output "use_gpu" {
   value       = var.use_gpu
 }
 
+output "use_tpu" {
+  description = "Whether the node is a Cloud TPU VM (true; the launcher runs the TPU image there) or C4/N1 (false)."
+  value       = var.use_tpu
+}
+
 output "zone" {
   description = "Zone of the nodes."
   value       = var.zone

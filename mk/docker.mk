@@ -1,6 +1,6 @@
 # Docker images of the trainer (docker/, docs/DOCKER.md).
-#   make build-train                      # CPU or CUDA image (use_gpu in infra/terraform.tfvars), pushed to the deployment
-#   make build-train GPU=1                # the CUDA image whatever tfvars says (GPU=0: the CPU image)
+#   make build-train                      # CPU, CUDA or TPU image (use_gpu / use_tpu in infra/terraform.tfvars), pushed
+#   make build-train GPU=1                # the CUDA image whatever tfvars says (GPU=0: the CPU image; ARGS=--tpu: TPU)
 #   make build-train ARGS=--no-push       # build here only (make train-docker runs it)
 #   make docker-base && make build-train BASE_IMAGE=gantry-base:bookworm    # no registry reachable
 #   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"
@@ -13,7 +13,7 @@ BUILD_FLAGS  ?=
 
 .PHONY: build-train train-docker docker-base
 
-build-train: $(VENV)/.installed-dev ## build the trainer image (CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
+build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
 		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(BUILD_FLAGS) $(ARGS)
 

@@ -51,6 +51,7 @@ NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RA
 NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
 RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
 STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
+PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
 # The stats.jsonl a program writes under /runs is how the agent learns its progress (newest_record): the newest
 # line with "kind": TRAIN_KIND and a STEP_KEY is the step `gantry status` shows, with any REPORTED_FIGURES.
 STATS_FILE = "stats.jsonl"
@@ -84,6 +85,7 @@ class RunSpec:
     master_port: int = DEFAULT_MASTER_PORT
     nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
     gpu: bool = False
+    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (--privileged) and PJRT_DEVICE=TPU
     action: str = "start"  # start | stop
     launched_at: str = ""
     run_dir: str = ""  # the run's directory (GANTRY_RUN_DIR): gs://BUCKET/runs/RUN_ID
@@ -575,6 +577,11 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     if spec.gpu:
         args += ["--gpus", "all"]
+    if spec.tpu:
+        # The chips are /dev/accel* (v2-v4) or VFIO groups (v5e and later), and libtpu also wants the host's
+        # memlock and sysfs: --privileged is what Google's TPU VM guides run containers with.
+        args += ["--privileged"]
+        env[PJRT_DEVICE_ENV] = "TPU"
     for key, value in env.items():
         args += ["-e", f"{key}={value}"]
     if spec.torchrun:  # whatever the image's entry point is: the rendezvous is the agent's to wire

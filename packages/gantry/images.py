@@ -1,7 +1,7 @@
 """Builds the trainer's Docker image through the Docker Python SDK, with the build's output streamed.
 
-``use_gpu`` picks the Dockerfile: docker/Dockerfile.cuda on GPU deployments, docker/Dockerfile.cpu
-otherwise (the default when infra/terraform.tfvars is absent). The build context is the repository
+The deployment picks the Dockerfile: docker/Dockerfile.tpu when ``use_tpu``, docker/Dockerfile.cuda when
+``use_gpu``, docker/Dockerfile.cpu otherwise (the default when infra/terraform.tfvars is absent). The build context is the repository
 root filtered by .dockerignore, plus two things this module adds to it without touching the tree:
 local wheels (docker/wheels/ in the context, tried before any index, so a CPU torch wheel on disk
 builds the CPU image offline) and extra CA certificates (docker/certs/, for TLS-intercepting proxies).
@@ -25,7 +25,7 @@ from pathlib import Path
 from gantry.errors import GantryError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILES = {False: "docker/Dockerfile.cpu", True: "docker/Dockerfile.cuda"}
+DOCKERFILES = {"cpu": "docker/Dockerfile.cpu", "cuda": "docker/Dockerfile.cuda", "tpu": "docker/Dockerfile.tpu"}
 IMAGE_NAME = "gantry-trainer"
 PLATFORM = "linux/amd64"  # what the VMs run
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")  # Debian/Ubuntu's place for locally added CAs
@@ -38,30 +38,32 @@ class ImageBuildError(GantryError):
 
 # ---- names ------------------------------------------------------------------------------------------
 
-def flavour(use_gpu: bool) -> str:
-    """The image's tag: cuda on GPU deployments, cpu otherwise (locally and in the registry)."""
-    return "cuda" if use_gpu else "cpu"
+def flavour(use_gpu: bool, use_tpu: bool = False) -> str:
+    """The image's flavour and tag (locally and in the registry): tpu on a TPU deployment, cuda on a GPU one,
+    else cpu."""
+    return "tpu" if use_tpu else "cuda" if use_gpu else "cpu"
 
 
-def local_tag(use_gpu: bool) -> str:
-    return f"{IMAGE_NAME}:{flavour(use_gpu)}"
+def local_tag(flavour: str) -> str:
+    return f"{IMAGE_NAME}:{flavour}"
 
 
-def repository_image(repository_url: str, use_gpu: bool) -> str:
-    """REPO/gantry-trainer:cpu|cuda: what `gantry build` pushes and `gantry run` launches by default."""
-    return f"{repository_url}/{IMAGE_NAME}:{flavour(use_gpu)}"
+def repository_image(repository_url: str, flavour: str) -> str:
+    """REPO/gantry-trainer:cpu|cuda|tpu: what `gantry build` pushes and `gantry run` launches by default."""
+    return f"{repository_url}/{IMAGE_NAME}:{flavour}"
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
 
-def use_gpu_from_tfvars(path: Path = REPO_ROOT / "infra" / "terraform.tfvars", infra_dir: Path | None = None) -> bool:
-    """The deployment's use_gpu; False when the file is absent (CPU is the default). A file that is
-    there must pass the checks every verb applies (config.load)."""
+def flavour_from_tfvars(path: Path = REPO_ROOT / "infra" / "terraform.tfvars", infra_dir: Path | None = None) -> str:
+    """The deployment's image flavour (use_tpu, use_gpu); cpu when the file is absent (the default). A file
+    that is there must pass the checks every verb applies (config.load)."""
     if not path.is_file():
-        return False
+        return "cpu"
     from gantry import config
 
-    return config.load(path, infra_dir).use_gpu
+    deployment = config.load(path, infra_dir)
+    return flavour(deployment.use_gpu, deployment.use_tpu)
 
 
 def default_wheel_dir() -> Path | None:
@@ -80,14 +82,14 @@ def default_wheel_dir() -> Path | None:
     return None
 
 
-def select_wheels(wheel_dir: Path | None, use_gpu: bool) -> list[Path]:
+def select_wheels(wheel_dir: Path | None, flavour: str) -> list[Path]:
     """The wheels to put in the context; torch builds of the other flavour stay out (a +cpu torch in
-    the CUDA image, or a +cu one in the CPU image, would win pip's choice and fail the build)."""
+    the CUDA image, or a +cu one in the CPU or TPU image, would win pip's choice and fail the build)."""
     if wheel_dir is None:
         return []
     if not wheel_dir.is_dir():
         raise ImageBuildError(f"wheel folder {wheel_dir} not found", "Pass --wheel-dir a folder of *.whl files.")
-    other = "+cpu" if use_gpu else "+cu"
+    other = "+cpu" if flavour == "cuda" else "+cu"
     return sorted(w for w in wheel_dir.glob("*.whl") if not (w.name.startswith("torch-") and other in w.name))
 
 
@@ -144,19 +146,19 @@ def docker_client():
     return client
 
 
-def build_image(use_gpu: bool, tag: str, build_args: dict | None = None, progress: Callable[[str], None] = print,
+def build_image(flavour: str, tag: str, build_args: dict | None = None, progress: Callable[[str], None] = print,
                 *, wheel_dir: Path | None = None, ca_certs: Iterable[Path] = (), root: Path = REPO_ROOT,
                 network_mode: str | None = "host", nocache: bool = False) -> str:
-    """Build docker/Dockerfile.cuda (use_gpu) or docker/Dockerfile.cpu as ``tag``; return the image id.
+    """Build docker/Dockerfile.<flavour> (cpu, cuda or tpu) as ``tag``; return the image id.
 
     Each line of the engine's output goes to ``progress``. ``network_mode="host"`` lets RUN steps reach
     the package indexes on engines started without a bridge network (as in CI); None is the engine's
     default network."""
-    dockerfile = DOCKERFILES[use_gpu]
+    dockerfile = DOCKERFILES[flavour]
     if not (root / dockerfile).is_file():
         raise ImageBuildError(f"{root / dockerfile} not found", "Run from a Gantry checkout (or pass root=).")
     client = docker_client()
-    wheels = select_wheels(wheel_dir, use_gpu)
+    wheels = select_wheels(wheel_dir, flavour)
     certs = list(ca_certs)
     progress(f"gantry: building {tag} from {dockerfile} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
              f"certificate(s), build args: {', '.join(sorted(build_args or {})) or 'none'})")

@@ -62,6 +62,7 @@ class Cluster:
     use_gpu: bool
     run_key: str = RUN_KEY
     namespace: str = NAMESPACE
+    use_tpu: bool = False  # a Cloud TPU VM (infra/tpu.tf): the TPU image, run with the TPU's device access
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, object]) -> Cluster:
@@ -73,9 +74,15 @@ class Cluster:
                    nodes=tuple(Node(rank, name, zone) for rank, (name, zone) in enumerate(zip(names, zones))),
                    master_address=str(outputs["master_address"]),
                    repository=str(outputs.get("image_repository_url", "")), bucket=str(outputs.get("bucket", "")),
-                   use_gpu=bool(outputs.get("use_gpu", False)),
+                   use_gpu=bool(outputs.get("use_gpu", False)), use_tpu=bool(outputs.get("use_tpu", False)),
                    run_key=str(outputs.get("run_metadata_key") or RUN_KEY),
                    namespace=str(outputs.get("guest_attribute_namespace") or NAMESPACE))
+
+    @property
+    def flavour(self) -> str:
+        """The trainer image's flavour (tag) for these nodes: cpu, cuda or tpu."""
+        from gantry.images import flavour
+        return flavour(self.use_gpu, self.use_tpu)
 
     @property
     def master(self) -> Node:
@@ -102,6 +109,7 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
     port = {"master_port": master_port} if master_port else {}
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
+                    tpu=cluster.use_tpu,
                     action=action, launched_at=launched_at, run_dir=run_url, torchrun=torchrun, **port)
             for node in cluster.nodes]
 

@@ -105,7 +105,7 @@ class ActorsConfig:
     """Self-play inference on a CPU: auto = bf16 where it has bf16 instructions (AVX512-BF16, AMX), else fp32."""
     inference: Literal["auto", "local", "learner"] = "auto"
     """Who runs the network for the search: local = each actor on its own core; learner = the learner's device
-    answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU, else local."""
+    answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA, else local."""
 
     def __post_init__(self):
         _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")
@@ -146,7 +146,8 @@ class LearnerConfig:
     publish_every: int = 20
     """Steps between publishing weights to the actors."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    """auto: bf16 on CPUs with AMX or AVX512-BF16, fp32 on other CPUs; on CUDA bf16 at capability >= 8, else fp16."""
+    """auto: bf16 on CPUs with AMX or AVX512-BF16, fp32 on other CPUs; on CUDA bf16 at capability >= 8, else fp16;
+    bf16 on XLA."""
 
     def __post_init__(self):
         _check(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
@@ -231,8 +232,10 @@ class RunConfig:
     """Newest checkpoints kept (>= 2: the newest may be mid-write when a machine dies)."""
     log_every_seconds: float = 10.0
     """Seconds between progress lines and stats.jsonl records."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Learner device: auto = cuda when usable."""
+    device: Literal["auto", "cpu", "cuda", "xla"] = "auto"
+    """Learner device: auto = cuda when usable, else xla when PJRT_DEVICE is set (the TPU image sets it; torch_xla
+    must then be installed), else cpu. xla = torch_xla's device (a TPU, or its CPU device under PJRT_DEVICE=CPU);
+    one rank only."""
 
     def __post_init__(self):
         _check(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")

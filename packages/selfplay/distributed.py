@@ -95,18 +95,19 @@ def broadcast_state(state: dict | None, info: DistInfo) -> dict | None:
     """
     if not info.enabled:
         return state
-    box = [_to_cpu(state) if info.is_main else None]  # pickled: CUDA tensors would land on rank 0's device
+    box = [to_cpu(state) if info.is_main else None]  # pickled: CUDA tensors would land on rank 0's device
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
-def _to_cpu(obj):
+def to_cpu(obj):
+    """A nested dict/list of tensors with every tensor on the host (CUDA or XLA tensors copied there)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu()
     if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
+        return {k: to_cpu(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
+        return type(obj)(to_cpu(v) for v in obj)
     return obj
 
 

@@ -139,16 +139,48 @@ class Precision:
         return f"{self.device.type}/{name}" + ("+GradScaler" if self.use_grad_scaler else "")
 
 
+XLA_REQUIREMENTS = Path(__file__).parent / "data" / "xla-requirements.txt"
+
+
+def xla_requirements() -> list[str]:
+    """The torch and torch_xla pins that work together (data/xla-requirements.txt, the one place they live)."""
+    lines = XLA_REQUIREMENTS.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def xla_device() -> torch.device:
+    """The XLA device (a TPU core, or torch_xla's CPU device under PJRT_DEVICE=CPU), or a one-line error naming the fix.
+
+    torch_xla is an optional import: the base install, the CPU and the CUDA images never need it.
+    """
+    try:
+        import torch_xla
+    except (ImportError, OSError) as e:  # OSError: a torch_xla built for another torch fails to load its library
+        first = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise RuntimeError(f"run.device=xla needs torch_xla matching torch {torch.__version__} ({first}): "
+                           f"pip install {' '.join(xla_requirements())}, or train in the TPU image "
+                           f"(docker/Dockerfile.tpu)") from None
+    return torch_xla.device()
+
+
+def xla_requested() -> bool:
+    """PJRT_DEVICE is set (the TPU image sets TPU; tests set CPU): run.device=auto then means XLA, and a machine
+    without torch_xla says so rather than training on its CPU unnoticed."""
+    return bool(os.environ.get("PJRT_DEVICE"))
+
+
 def pick_device(requested: str) -> torch.device:
     if requested == "cuda" and not cuda_usable():
         raise RuntimeError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
     if requested == "cuda" or (requested == "auto" and cuda_usable()):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if requested == "xla" or (requested == "auto" and xla_requested()):
+        return xla_device()
     return torch.device("cpu")
 
 
 def pick_precision(device: torch.device, requested: str = "auto") -> Precision:
-    """bf16 only where the hardware does it natively: AMX or AVX512-BF16 CPUs, CUDA compute capability >= 8.
+    """bf16 only where the hardware does it natively: AMX or AVX512-BF16 CPUs, CUDA compute capability >= 8, XLA.
 
     On a 2-core AVX512-BF16 EPYC a 32x4 learner step at batch 256 takes 95 ms in bf16 against 157 ms in
     fp32 (bench/), so bf16 autocast pays on AVX512-BF16 too, not only on AMX as first planned.
@@ -162,6 +194,11 @@ def pick_precision(device: torch.device, requested: str = "auto") -> Precision:
 def precision_for(device: torch.device, requested: str, capability: tuple[int, int] | None,
                   native_bf16: bool) -> Precision:
     """The policy itself, free of hardware queries so tests can pin every case."""
+    if device.type == "xla":  # TPUs compute in bf16 natively (MXU); fp16 has no loss scaling there
+        if requested == "fp16":
+            from .config import ConfigError
+            raise ConfigError("learner.precision=fp16 needs CUDA: use auto (bf16), bf16 or fp32 on XLA")
+        return Precision(device, None if requested == "fp32" else torch.bfloat16, False)
     if device.type == "cuda":
         if requested == "fp32":
             return Precision(device, None, False)

@@ -18,6 +18,7 @@ every answer carries the version that produced it, so positions stay stamped as 
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -31,6 +32,19 @@ import torch
 from .model import PolicyValueNet, fold_batchnorm
 
 log = logging.getLogger("selfplay")
+
+
+def host_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` with every tensor on the host, made by transfers alone: nothing is traced on the device
+    (a plain deepcopy of an XLA model clones on the device, lazily)."""
+    memo = {id(p): torch.nn.Parameter(p.detach().cpu(), requires_grad=p.requires_grad) for p in model.parameters()}
+    memo.update({id(b): b.detach().cpu() for b in model.buffers()})
+    return copy.deepcopy(model, memo)
+
+
+def bucket_size(n: int, most: int) -> int:
+    """The padded batch size for ``n`` leaves on XLA: the next power of two (at least 8), at most ``most``."""
+    return max(n, min(most, max(8, 1 << (n - 1).bit_length())))
 
 
 class LeafSlots:
@@ -103,8 +117,13 @@ class RemoteEvaluator:
 class LeafServer:
     """The learner's side: a thread that answers every actor's leaves with one forward pass on ``device``."""
 
-    def __init__(self, slots: LeafSlots, device: torch.device, dtype: torch.dtype | None):
+    def __init__(self, slots: LeafSlots, device: torch.device, dtype: torch.dtype | None,
+                 lock: threading.Lock | None = None):
         self.slots, self.device, self.dtype = slots, device, dtype
+        # XLA: the learner's device lock (Learner.device_lock). torch_xla traces lazily and a sync compiles every
+        # pending operation on the device, whichever thread traced it: a forward pass half traced here when the
+        # learner's step syncs would be cut at a random point and compiled anew each time.
+        self.lock = lock or nullcontext()
         self.pipes: list[connection.Connection | None] = [None] * slots.actors
         self._net: PolicyValueNet | None = None
         self._version = -1
@@ -121,7 +140,11 @@ class LeafServer:
 
     def publish(self, model: PolicyValueNet, version: int) -> None:
         """Serve from a folded copy of ``model`` from now on (called by the learner after a step)."""
-        self._net, self._version = fold_batchnorm(model), version  # references swapped between batches
+        if self.device.type == "xla":  # fold on the host, then upload: folding on the device would be traced
+            net = fold_batchnorm(host_copy(model)).to(self.device)  # into the learner's next program
+        else:
+            net = fold_batchnorm(model)
+        self._net, self._version = net, version  # references swapped between batches
 
     def start(self) -> None:
         self._thread.start()
@@ -160,12 +183,24 @@ class LeafServer:
         start = time.perf_counter()
         net, version = self._net, self._version
         planes = np.concatenate([self.slots.planes[i, :n] for i, _, n in requests])
-        # channels-last like the folded net: oneDNN's fastest layout, and the one tensor cores want
-        x = torch.from_numpy(planes).to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        total = len(planes)
+        if self.device.type == "xla":
+            # XLA compiles one program per input shape: batches padded to a power of two keep that to a handful
+            # (log2 of all actors' leaves) instead of one compilation for every batch size the actors produce
+            padded = np.zeros((bucket_size(total, self.slots.actors * self.slots.capacity), *planes.shape[1:]),
+                              dtype=planes.dtype)
+            padded[:total] = planes
+            x = torch.from_numpy(padded).to(self.device)  # XLA tensors have no strides, so no channels-last
+        else:
+            # channels-last like the folded net: oneDNN's fastest layout, and the one tensor cores want
+            x = torch.from_numpy(planes).to(self.device, non_blocking=True).contiguous(
+                memory_format=torch.channels_last)
         autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext()
-        with torch.inference_mode(), autocast:
+        with self.lock, torch.inference_mode(), autocast:
             logits, values = net(x)
-        logits, values = logits.float().cpu().numpy(), values.float().cpu().numpy()
+            # one tensor, one transfer: on XLA each transfer runs its own program, so two would run the net twice
+            out = torch.cat([logits.float(), values.float().unsqueeze(1)], dim=1).cpu().numpy()[:total]
+        logits, values = out[:, :-1], out[:, -1]
         at = 0
         answer = version.to_bytes(8, "little", signed=True)
         for i, pipe, n in requests:

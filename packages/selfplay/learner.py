@@ -4,6 +4,8 @@ a learning rate that decays over the run's budget and a moving average of the we
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -12,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .config import Config
-from .distributed import DistInfo
+from .distributed import DistInfo, to_cpu
 from .games import Game
 from .hardware import Precision
 from .model import build_model
@@ -34,6 +36,8 @@ class Learner:
     def __init__(self, cfg: Config, game: Game, precision: Precision, info: DistInfo, seed: int):
         self.cfg, self.game, self.precision = cfg, game, precision
         self.device = precision.device
+        # held while a step is traced and run on XLA, where the leaf server (another thread) uses it too (leaf_server)
+        self.device_lock = threading.Lock()
         self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
                                  cfg.model.value_filters).to(self.device)
         self.trainable = self.model
@@ -75,6 +79,10 @@ class Learner:
         if flip.any():
             planes[flip] = game.flip_planes(planes[flip])
             policy[flip] = game.flip_policy(policy[flip])
+        with self.device_lock if self.device.type == "xla" else nullcontext():
+            return self._step(planes, policy, batch)
+
+    def _step(self, planes: np.ndarray, policy: np.ndarray, batch: dict) -> dict[str, float]:
         x = torch.from_numpy(planes).to(self.device, non_blocking=True)
         target_pi = torch.from_numpy(policy).to(self.device, non_blocking=True)
         target_v = torch.from_numpy(self.value_target(batch).astype(np.float32)).to(self.device, non_blocking=True)
@@ -94,8 +102,15 @@ class Learner:
             self.ema.update_parameters(self.model)
         # entropy of the targets: the floor the policy loss can reach
         target_entropy = -(target_pi * torch.log(target_pi.clamp_min(1e-12))).sum(dim=1).mean()
-        return {"losses/policy": policy_loss.item(), "losses/value": value_loss.item(),
-                "losses/total": loss.item(), "losses/policy_target_entropy": target_entropy.item()}
+        losses = torch.stack([policy_loss, value_loss, loss, target_entropy]).detach()
+        if self.device.type == "xla":
+            # XLA traces lazily: cut the graph here so the step, the optimizer and the average run as ONE compiled
+            # program (the same every step, compiled once) instead of piling up until a value is read
+            import torch_xla
+            torch_xla.sync()
+        policy, value, total, entropy = losses.tolist()  # one transfer, not four
+        return {"losses/policy": policy, "losses/value": value, "losses/total": total,
+                "losses/policy_target_entropy": entropy}
 
     def playing_model(self) -> torch.nn.Module:
         """The weights to grade and to pit against others: the moving average when kept (checkpoint.playing_weights)."""
@@ -106,6 +121,8 @@ class Learner:
                  "scaler": self.scaler.state_dict()}
         if self.ema is not None:
             state["ema"] = self.ema.module.state_dict()
+        if self.device.type == "xla":  # checkpoints hold host tensors: XLA ones pickle only where torch_xla is
+            state = to_cpu(state)
         return state
 
     def load_state_dict(self, payload: dict) -> None:

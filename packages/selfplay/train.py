@@ -80,6 +80,10 @@ def train(cfg: Config) -> int:
 def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir) -> int:
     game = make_game(cfg.game.name)
     device = pick_device(cfg.run.device)
+    if device.type == "xla" and info.enabled:
+        raise RuntimeError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
+                           f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
+                           f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
@@ -189,7 +193,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                             f"({str(lost).splitlines()[0][:160]}): the run stopped with a checkpoint; "
                             f"start every node again to resume")
     # every rank prints this: identical lines across ranks prove DDP kept them in step
-    checksum = sum(float(p.detach().double().sum()) for p in learner.model.parameters())
+    checksum = sum(float(p.detach().cpu().double().sum()) for p in learner.model.parameters())  # TPUs have no f64
     played = selfplay.pool.totals()["moves"]
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
@@ -241,10 +245,12 @@ class SelfPlay:
         self.weights = SharedWeights(numel)
         self.weights.publish(learner.model, step)
         self.server = None
-        if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and device.type == "cuda"):
+        accelerator = device.type in ("cuda", "xla")
+        if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and accelerator):
             planes = game.encode(game.initial_states(1)).shape[1:]
-            dtype = precision.dtype if device.type == "cuda" else inference_dtype(cfg.actors.precision)
-            self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype)
+            dtype = precision.dtype if accelerator else inference_dtype(cfg.actors.precision)
+            self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype,
+                                     learner.device_lock if device.type == "xla" else None)
             self.server.publish(learner.model, step)
             self.server.start()
             runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")

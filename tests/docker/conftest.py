@@ -54,7 +54,7 @@ def cpu_image(docker_client) -> str:
         previous = None
     lines: list[str] = []
     start = time.monotonic()
-    built = images.build_image(False, TEST_TAG, {"BASE_IMAGE": base} if base else {}, lines.append,
+    built = images.build_image("cpu", TEST_TAG, {"BASE_IMAGE": base} if base else {}, lines.append,
                                wheel_dir=images.default_wheel_dir(), ca_certs=images.default_ca_certs())
     if previous and previous != built:  # the last session's image, now untagged: ~1 GB on vfs
         try:

@@ -1,5 +1,5 @@
-"""Static checks of docker/: both Dockerfiles lint clean (hadolint; the CUDA one cannot be built on
-machines without CUDA wheels, so this is its check), every checkov skip says why, the shell scripts
+"""Static checks of docker/: the Dockerfiles lint clean (hadolint; the CUDA and TPU ones cannot be built on
+machines without CUDA wheels or a TPU, so this is their check), every checkov skip says why, the shell scripts
 pass shellcheck, compose.yaml has the cpu and gpu profiles that docs/DOCKER.md promises, and the dev
 container's files (.devcontainer/) lint clean and fit an engine without a bridge or a GPU."""
 
@@ -16,12 +16,13 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda"]
+DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda", REPO / "docker" / "Dockerfile.tpu"]
 # The dev container's layer on top of the CPU image (.devcontainer/; run for real in test_devcontainer.py).
 DEV_DOCKERFILE = REPO / ".devcontainer" / "Dockerfile"
 SCRIPTS = [REPO / "docker" / "entrypoint.sh", REPO / "docker" / "install_torch.sh",
            REPO / "scripts" / "docker_base.sh", REPO / "scripts" / "ci-setup.d" / "20-docker.sh",
-           REPO / "scripts" / "ci-setup.d" / "30-devcontainer-cli.sh", REPO / ".devcontainer" / "trainer_image.sh"]
+           REPO / "scripts" / "ci-setup.d" / "30-devcontainer-cli.sh", REPO / ".devcontainer" / "trainer_image.sh",
+           REPO / "scripts" / "xla_venv.sh"]
 
 
 def tool(name: str) -> str:
@@ -44,16 +45,31 @@ def test_every_checkov_skip_is_justified(dockerfile):
         assert re.match(r"^# checkov:skip=CKV\d?_DOCKER_\d+: \S.{20,}$", line), f"unjustified skip: {line}"
 
 
-def test_the_two_dockerfiles_differ_only_in_the_torch_flavour():
-    """The images must not drift apart: same steps, with CPU/CUDA choices as the only differences."""
+def test_the_dockerfiles_differ_only_in_the_torch_flavour():
+    """The images must not drift apart: same steps, with CPU/CUDA/TPU choices as the only differences."""
     def steps(path: Path) -> list[str]:
         text = re.sub(r"\\\n\s*", " ", path.read_text())
         return [line.split()[0] for line in text.splitlines() if line and not line.startswith("#")]
 
-    assert steps(DOCKERFILES[0]) == steps(DOCKERFILES[1])
+    assert steps(DOCKERFILES[0]) == steps(DOCKERFILES[1]) == steps(DOCKERFILES[2])
     cuda = DOCKERFILES[1].read_text()
     assert "install_torch.sh cuda" in cuda and "GANTRY_REQUIRE_CUDA=1" in cuda and "whl/cu" in cuda
     assert "install_torch.sh cpu" in DOCKERFILES[0].read_text()
+
+
+def test_the_tpu_image_takes_torch_and_torch_xla_from_the_one_pins_file():
+    """torch_xla loads only beside the torch it was built for: the image installs both from the file the trainer
+    and scripts/xla_venv.sh read, names no version of its own, and sets the runtime the trainer picks XLA by."""
+    tpu = DOCKERFILES[2].read_text()
+    pins = "packages/selfplay/data/xla-requirements.txt"
+    assert (REPO / pins).is_file() and pins in tpu
+    assert "install_torch.sh tpu /tmp/build/xla-requirements.txt" in tpu
+    code = "\n".join(line for line in tpu.splitlines() if not line.startswith("#"))
+    assert "TORCH_SPEC" not in code and not re.search(r"torch(_xla|-xla)?==", tpu)
+    assert "PJRT_DEVICE=TPU" in tpu and "GANTRY_REQUIRE_CUDA=0" in tpu and "whl/cpu" in tpu
+    install = (REPO / "docker" / "install_torch.sh").read_text()
+    assert 'set -- -r "$spec" "torch-xla[tpu]"' in install  # libtpu, the TPU runtime of the pinned release
+    assert "import torch_xla" in install  # a mismatched pair fails the build, not the first run on a TPU
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

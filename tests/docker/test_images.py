@@ -1,4 +1,4 @@
-"""gantry.images without an engine: which Dockerfile use_gpu picks, which wheels and certificates go into
+"""gantry.images without an engine: which Dockerfile use_gpu and use_tpu pick, which wheels and certificates go into
 the build context, what the context leaves out, and the one-line error when no engine answers."""
 
 from __future__ import annotations
@@ -21,21 +21,27 @@ needs_terraform = pytest.mark.skipif(shutil.which("terraform") is None, reason="
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_use_gpu_defaults_to_cpu_without_tfvars(tmp_path):
-    assert images.use_gpu_from_tfvars(tmp_path / "terraform.tfvars") is False
+def test_the_image_defaults_to_cpu_without_tfvars(tmp_path):
+    assert images.flavour_from_tfvars(tmp_path / "terraform.tfvars") == "cpu"
+
+
+TPU = 'use_tpu = true\ntpu_type = "v3-8"\nzone = "us-central1-a"\nmax_run_hours = 8\n'
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ('project_id = "my-project"\nuse_gpu = true  # T4 nodes\n', True),
-    ('project_id = "my-project"\nuse_gpu = false\n', False),
-    ('project_id = "my-project"\n# use_gpu = true\n', False),
+    ('project_id = "my-project"\nuse_gpu = true  # T4 nodes\n', "cuda"),
+    ('project_id = "my-project"\nuse_gpu = false\n', "cpu"),
+    ('project_id = "my-project"\n# use_gpu = true\n', "cpu"),
+    ('project_id = "my-project"\n' + TPU, "tpu"),
 ])
 @pytest.mark.terraform
 @needs_terraform
-def test_use_gpu_is_read_from_tfvars(tmp_path, text, expected):
+def test_the_image_flavour_is_read_from_tfvars(tmp_path, text, expected):
     tfvars = tmp_path / "terraform.tfvars"
     tfvars.write_text(text)
-    assert images.use_gpu_from_tfvars(tfvars, REPO / "infra") is expected
+    flavour = images.flavour_from_tfvars(tfvars, REPO / "infra")
+    assert flavour == expected and (REPO / images.DOCKERFILES[flavour]).is_file()
+    assert images.local_tag(flavour) == f"gantry-trainer:{expected}"
 
 
 @pytest.mark.terraform
@@ -44,7 +50,7 @@ def test_use_gpu_must_be_a_boolean(tmp_path):
     tfvars = tmp_path / "terraform.tfvars"
     tfvars.write_text('project_id = "my-project"\nuse_gpu = "yes"\n')
     with pytest.raises(ConfigError) as info:
-        images.use_gpu_from_tfvars(tfvars, REPO / "infra")
+        images.flavour_from_tfvars(tfvars, REPO / "infra")
     assert 'use_gpu = "yes". use_gpu: a bool is required' in info.value.line()
 
 
@@ -52,13 +58,14 @@ def test_each_flavour_keeps_the_other_flavours_torch_out(tmp_path):
     for name in ["torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl",
                  "numpy-2.0-cp311-cp311-linux_x86_64.whl"]:
         (tmp_path / name).write_bytes(b"")
-    cpu = [w.name for w in images.select_wheels(tmp_path, use_gpu=False)]
-    gpu = [w.name for w in images.select_wheels(tmp_path, use_gpu=True)]
+    cpu = [w.name for w in images.select_wheels(tmp_path, "cpu")]
+    gpu = [w.name for w in images.select_wheels(tmp_path, "cuda")]
     assert cpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"]
     assert gpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl"]
-    assert images.select_wheels(None, use_gpu=False) == []
+    assert images.select_wheels(tmp_path, "tpu") == [tmp_path / n for n in cpu]  # a TPU VM has no use for CUDA
+    assert images.select_wheels(None, "cpu") == []
     with pytest.raises(images.ImageBuildError, match="not found"):
-        images.select_wheels(tmp_path / "missing", use_gpu=False)
+        images.select_wheels(tmp_path / "missing", "cpu")
 
 
 def test_wheel_dir_follows_gantry_wheel_dir(tmp_path, monkeypatch):
@@ -112,7 +119,7 @@ def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
     """A real build against the engine whose base image no registry serves."""
     lines = []
     with pytest.raises(images.ImageBuildError) as failure:
-        images.build_image(False, "gantry-trainer:never", {"BASE_IMAGE": "registry.invalid/none:1"}, lines.append)
+        images.build_image("cpu", "gantry-trainer:never", {"BASE_IMAGE": "registry.invalid/none:1"}, lines.append)
     assert "building gantry-trainer:never from docker/Dockerfile.cpu failed" in failure.value.line()
     assert "make docker-base" in failure.value.line()
     assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile.cpu")

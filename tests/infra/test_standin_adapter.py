@@ -12,6 +12,7 @@ from standin_tools import copy_repo_tree
 pytestmark = [pytest.mark.terraform, pytest.mark.slow]
 
 gantry_terraform = pytest.importorskip("gantry.terraform", reason="the launcher's adapter needs the cloud extra")
+from gantry.runs import Cluster  # noqa: E402  (after the skip: the launcher needs the cloud extra)
 
 
 def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkeypatch):
@@ -64,6 +65,7 @@ def test_adapter_applies_and_destroys_the_tpu_path(standin_env, tmp_path, monkey
     outputs = tf.outputs()
     assert outputs["node_names"] == ["tpu-node-0"] and outputs["node_zones"] == ["us-central1-a"]
     assert ipaddress.ip_address(outputs["master_address"]) in ipaddress.ip_network("10.42.0.0/24")
+    assert outputs["use_tpu"] is True and Cluster.from_outputs(outputs).flavour == "tpu"  # gantry-trainer:tpu runs
     state = tf.state_list()
     assert "google_tpu_v2_vm.node[0]" in state and not any(a.startswith("google_compute_instance.") for a in state)
     assert tf.plan(tfvars) is False  # applied == configured: no drift

@@ -31,7 +31,7 @@ def cluster_outputs(names: list[str], zone: str = "us-central1-a", master: str =
     """What infra/outputs.tf gives (the names are the Python side's defaults, which equal Terraform's)."""
     return {"project_id": project, "node_names": names, "node_zones": [zone] * len(names), "zone": zone,
             "master_address": master, "image_repository_url": f"{registry_host}/{project}/gantry",
-            "bucket": f"{project}-gantry-runs", "use_gpu": False, "run_metadata_key": RUN_KEY,
+            "bucket": f"{project}-gantry-runs", "use_gpu": False, "use_tpu": False, "run_metadata_key": RUN_KEY,
             "guest_attribute_namespace": NAMESPACE, "registry_host": registry_host}
 
 

@@ -171,3 +171,24 @@ def test_the_crash_loop_limit_has_one_default():
 
     assert Settings({}).crash_loop_minutes == CRASH_LOOP_SHUTDOWN_MINUTES == 30
     assert Settings({"GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES": "0"}).crash_loop_minutes == 0
+
+
+def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
+    """use_tpu: the launcher picks gantry-trainer:tpu and marks the spec; the agent gives the container the TPU
+    (--privileged) and PJRT_DEVICE=TPU, on which the trainer's run.device=auto means XLA. CPU nodes get neither."""
+    from gantry.agent import RunSpec, Settings, docker_run_args
+    from gantry.runs import Cluster, launch_specs
+    from runs_helpers import cluster_outputs
+
+    outputs = {**cluster_outputs(["gantry-tpu-0"]), "use_tpu": True}
+    cluster = Cluster.from_outputs(outputs)
+    assert cluster.flavour == "tpu"
+    (tpu,) = launch_specs(cluster, "r1", "repo/gantry-trainer@sha256:abc", [], run_url="gs://b/runs/r1")
+    assert RunSpec.from_json(tpu.to_json()).tpu  # the flag survives the trip through instance metadata
+    (cpu,) = launch_specs(Cluster.from_outputs(cluster_outputs(["gantry-0"])), "r1", "i@sha256:abc", [],
+                          run_url="gs://b/runs/r1")
+    settings = Settings({})
+    on_tpu, on_cpu = docker_run_args(tpu, str(tmp_path), settings), docker_run_args(cpu, str(tmp_path), settings)
+    assert "--privileged" in on_tpu and "PJRT_DEVICE=TPU" in on_tpu and "--gpus" not in on_tpu
+    assert on_tpu[on_tpu.index("--network") + 1] == "host"
+    assert "--privileged" not in on_cpu and not any(a.startswith("PJRT_DEVICE=") for a in on_cpu)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from selfplay.games import make_game
 from selfplay.inference import NetworkEvaluator
-from selfplay.leaf_server import LeafServer, LeafSlots, RemoteEvaluator
+from selfplay.leaf_server import LeafServer, LeafSlots, RemoteEvaluator, bucket_size
 from selfplay.model import build_model
 
 
@@ -113,3 +113,10 @@ def test_more_leaves_than_the_slot_holds_is_refused(served):
     game, _, _, (actor, _) = served
     with pytest.raises(ValueError, match="exceed the slot's capacity of 16"):
         actor(random_leaves(game, 17, seed=5))
+
+
+def test_xla_batches_are_padded_to_few_sizes():
+    """XLA compiles one program per input shape: 1..640 leaves (5 actors x 128 games) map onto 8 sizes."""
+    sizes = {n: bucket_size(n, 640) for n in range(1, 641)}
+    assert all(n <= size <= max(8, 2 * n) for n, size in sizes.items())
+    assert sorted(set(sizes.values())) == [8, 16, 32, 64, 128, 256, 512, 640]

@@ -52,15 +52,19 @@ def test_folded_inference_net_matches_the_training_net():
     ("cuda", "fp32", (9, 0), False, None, False),
     ("cpu", "auto", None, True, torch.bfloat16, False),       # AMX or AVX512-BF16
     ("cpu", "auto", None, False, None, False),
+    ("xla", "auto", None, False, torch.bfloat16, False),      # TPU: bf16 whatever the host CPU has
+    ("xla", "bf16", None, False, torch.bfloat16, False),
+    ("xla", "fp32", None, True, None, False),
 ])
 def test_precision_policy(device, requested, capability, amx, dtype, scaler):
     p = precision_for(torch.device(device), requested, capability, amx)
     assert p.dtype == dtype and p.use_grad_scaler == scaler
 
 
-def test_fp16_on_cpu_is_a_config_error():
+@pytest.mark.parametrize("device", ["cpu", "xla"])
+def test_fp16_off_cuda_is_a_config_error(device):
     with pytest.raises(ConfigError, match="fp16 needs CUDA"):
-        precision_for(torch.device("cpu"), "fp16", None, False)
+        precision_for(torch.device(device), "fp16", None, False)
 
 
 @pytest.mark.parametrize("cores,actors", [(1, 1), (2, 2), (3, 2), (4, 3), (16, 15)])

@@ -10,17 +10,17 @@ from gantry.cli import push
 from gantry.status import ExitStatus
 
 NAME = "build"
-HELP = "build the trainer image (CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment"
+HELP = "build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment"
 DESCRIPTION = """\
-Build docker/Dockerfile.cpu, or docker/Dockerfile.cuda when use_gpu = true, with the local Docker
-engine, for linux/amd64 (the nodes' platform, whatever this machine is), as gantry-trainer:cpu or
-:cuda. Then push it to the Artifact Registry repository that `make apply` created, as
-REPO/gantry-trainer:cpu|cuda: `make run-gcp` pins the nodes to the digest the registry holds.
+Build docker/Dockerfile.cpu, docker/Dockerfile.cuda when use_gpu = true, or docker/Dockerfile.tpu when
+use_tpu = true, with the local Docker engine, for linux/amd64 (the nodes' platform, whatever this machine
+is), as gantry-trainer:cpu, :cuda or :tpu. Then push it to the Artifact Registry repository that `make apply`
+created, as REPO/gantry-trainer:cpu|cuda|tpu: `make run-gcp` pins the nodes to the digest the registry holds.
 Storage in the repository bills per GB-month (the CPU image is ~1.2 GB). Before `make apply` there
 is no repository: the image is built here only (`make train-docker` runs it).
 
 examples:
-  gantry build                                       # use_gpu from infra/terraform.tfvars
+  gantry build                                       # use_tpu / use_gpu from infra/terraform.tfvars
   gantry build --no-push                             # build here only
   gantry build --base-image gantry-base:bookworm     # no registry to pull the base from (make docker-base)
   make build-train ARGS="--ca-cert ~/corp-root.crt"
@@ -28,7 +28,7 @@ examples:
 
 
 def add_arguments(parser) -> None:
-    push.add_arguments(parser)  # --gpu / --cpu
+    push.add_arguments(parser)  # --gpu / --tpu / --cpu
     parser.add_argument("--no-push", action="store_true", help="build only; push later with `gantry push`")
     parser.add_argument("--base-image", help="BASE_IMAGE build arg (e.g. gantry-base:bookworm from make docker-base)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE", help="any build arg")
@@ -56,11 +56,11 @@ def build_args(items: list[str], base_image: str | None) -> dict[str, str]:
 
 
 def run(args, env) -> ExitStatus:
-    use_gpu = push.chosen_gpu(args)
-    tag = images.local_tag(use_gpu)
+    flavour = push.chosen_flavour(args)
+    tag = images.local_tag(flavour)
     wheel_dir = None if args.no_wheels else (args.wheel_dir or images.default_wheel_dir())
     certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert
-    image_id = images.build_image(use_gpu, tag, build_args(args.build_arg, args.base_image), env.say,
+    image_id = images.build_image(flavour, tag, build_args(args.build_arg, args.base_image), env.say,
                                   wheel_dir=wheel_dir, ca_certs=certs,
                                   network_mode=None if args.network == "default" else args.network,
                                   nocache=args.no_cache)
@@ -68,4 +68,4 @@ def run(args, env) -> ExitStatus:
     if args.no_push:
         env.say("Not pushed (--no-push). Push it with `make push-train` before `make run-gcp`.")
         return ExitStatus.OK
-    return push.publish(args, env, use_gpu, built_only_if_undeployed=True)
+    return push.publish(args, env, flavour, built_only_if_undeployed=True)

@@ -9,8 +9,9 @@ from gantry.terraform import Terraform
 NAME = "push"
 HELP = "push the built trainer image to the deployment's Artifact Registry repository (make build-train does it too)"
 DESCRIPTION = """\
-Push gantry-trainer:cpu (or :cuda when use_gpu = true) to the repository that `make apply`
-created, as REPO/gantry-trainer:cpu|cuda, with your Google credentials (no docker login needed).
+Push gantry-trainer:cpu (:cuda when use_gpu = true, :tpu when use_tpu = true) to the repository that
+`make apply` created, as REPO/gantry-trainer:cpu|cuda|tpu, with your Google credentials (no docker login
+needed).
 `make run-gcp` pins the nodes to the digest the registry then holds. `make build-train` builds and
 pushes in one step; this verb is for an image built earlier or elsewhere.
 
@@ -22,17 +23,19 @@ examples:
 
 def add_arguments(parser) -> None:
     flavour = parser.add_mutually_exclusive_group()
-    flavour.add_argument("--gpu", dest="use_gpu", action="store_true", default=None,
+    flavour.add_argument("--gpu", dest="flavour", action="store_const", const="cuda", default=None,
                          help="the CUDA image, whatever use_gpu says")
-    flavour.add_argument("--cpu", dest="use_gpu", action="store_false", help="the CPU image")
+    flavour.add_argument("--tpu", dest="flavour", action="store_const", const="tpu",
+                         help="the TPU image (torch_xla), whatever use_tpu says")
+    flavour.add_argument("--cpu", dest="flavour", action="store_const", const="cpu", help="the CPU image")
 
 
-def chosen_gpu(args) -> bool:
-    """--gpu / --cpu, else use_gpu from the settings file (CPU when it is absent)."""
-    return images.use_gpu_from_tfvars(args.var_file, args.infra_dir) if args.use_gpu is None else args.use_gpu
+def chosen_flavour(args) -> str:
+    """--gpu / --tpu / --cpu, else use_tpu and use_gpu from the settings file (CPU when it is absent)."""
+    return args.flavour or images.flavour_from_tfvars(args.var_file, args.infra_dir)
 
 
-def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) -> ExitStatus:
+def publish(args, env, flavour: str, built_only_if_undeployed: bool = False) -> ExitStatus:
     """Push the local image to the deployment's repository; say what `gantry run` will launch."""
     repository = str(Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr).outputs()
                      .get("image_repository_url") or "")
@@ -42,13 +45,13 @@ def publish(args, env, use_gpu: bool, built_only_if_undeployed: bool = False) ->
             env.say(f"Not pushed: no deployment in {args.infra_dir} yet. {fix}")
             return ExitStatus.OK
         raise registry.RegistryError(f"no image repository: terraform output in {args.infra_dir} has none", fix)
-    target = images.repository_image(repository, use_gpu)
+    target = images.repository_image(repository, flavour)
     host, name, tag = registry.split_reference(target)
-    env.say(f"gantry: pushing {images.local_tag(use_gpu)} to {target}")
-    pushed = registry.push(images.local_tag(use_gpu), f"{host}/{name}", tag, registry.push_auth(host), env.say)
+    env.say(f"gantry: pushing {images.local_tag(flavour)} to {target}")
+    pushed = registry.push(images.local_tag(flavour), f"{host}/{name}", tag, registry.push_auth(host), env.say)
     env.say(f"Pushed {pushed}. `make run-gcp` runs this digest on every node.")
     return ExitStatus.OK
 
 
 def run(args, env) -> ExitStatus:
-    return publish(args, env, chosen_gpu(args))
+    return publish(args, env, chosen_flavour(args))

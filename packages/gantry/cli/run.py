@@ -27,7 +27,7 @@ DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
 Start the trainer on every node of the deployment: the image is looked up in the registry first
-(REPO/gantry-trainer:cpu, or :cuda with use_gpu, as `make build-train` pushed it) and the nodes are
+(REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
 instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
 address). The node agents pull the image and start the containers; torchrun meets at node 0.
@@ -60,7 +60,8 @@ examples:
 def add_arguments(parser) -> None:
     parser.add_argument("--config", default=None, help=f"selfplay trainer config (default: {DEFAULT_CONFIG})")
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
-                        "(default: REPOSITORY/gantry-trainer:cpu, or :cuda with use_gpu); pinned to its digest")
+                        "(default: REPOSITORY/gantry-trainer:cpu, :cuda with use_gpu, :tpu with use_tpu); pinned to its "
+                        "digest")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
     parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint")
     parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, help="rendezvous port on node 0 "
@@ -82,7 +83,7 @@ def run(args, env) -> ExitStatus:
                           f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
     cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     run_id = args.resume or args.run_id or runs.new_run_id()
-    image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.use_gpu))
+    image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     check_nothing_runs(compute, cluster, run_id, args, env)
     trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)

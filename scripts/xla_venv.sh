@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Makes .venv-xla: torch and torch_xla at the versions in packages/selfplay/data/xla-requirements.txt (torch_xla
+# runs only beside the torch it was built for, which is older than the project's main venv's), plus the trainer.
+# The XLA tests run the trainer there on torch_xla's CPU device (PJRT_DEVICE=CPU); on a TPU VM outside Docker
+# the same venv trains on the TPU (add libtpu: .venv-xla/bin/pip install 'torch-xla[tpu]').
+#
+#   scripts/xla_venv.sh [VENV]        # default: .venv-xla in the repository root
+#
+# Environment:
+#   PYTHON               the interpreter to build it from (default python3; PyPI's torch_xla wheels are for
+#                        CPython 3.10-3.12 on x86_64 Linux only)
+#   XLA_TORCH_INDEX_URL  an index with a CPU-only torch of the pinned version, e.g.
+#                        https://download.pytorch.org/whl/cpu: PyPI's x86_64 torch brings ~3 GB of CUDA libraries
+#                        that the XLA CPU device never uses, and refuses to import without them.
+#
+# Runs again in a second when the venv already holds these pins (a stamp file records them); a venv left half
+# made by a failed run is started afresh. Exits non-zero with pip's reason when it cannot be made (the tests
+# then skip, saying so).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${1:-$root/.venv-xla}"
+pins="$root/packages/selfplay/data/xla-requirements.txt"
+stamp="$venv/.gantry-xla-pins"
+python="${PYTHON:-python3}"
+
+if [ -f "$stamp" ] && cmp -s "$pins" "$stamp" && "$venv/bin/python" -c "import torch_xla" 2>/dev/null; then
+    exit 0
+fi
+machine="$(uname -m)"
+if [ "$machine" != x86_64 ]; then
+    echo "xla_venv: PyPI has torch_xla wheels for x86_64 Linux only, not $machine" >&2
+    exit 1
+fi
+
+start=$(date +%s)
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+index=()
+if [ -n "${XLA_TORCH_INDEX_URL:-}" ]; then
+    index=(--extra-index-url "$XLA_TORCH_INDEX_URL")
+fi
+echo "xla_venv: installing $(grep -v '^#' "$pins" | tr '\n' ' ')into $venv"
+"${pip[@]}" install --quiet --progress-bar off "${index[@]}" -r "$pins"
+# The trainer and its own dependencies; torch is satisfied by the pinned one (pyproject asks torch>=2.3).
+"${pip[@]}" install --quiet --progress-bar off -e "$root"
+"$venv/bin/python" - "$pins" <<'PY'
+import sys
+from importlib import metadata
+
+pins = [line.strip() for line in open(sys.argv[1]) if line.strip() and not line.startswith("#")]
+for pin in pins:
+    name, version = pin.split("==")
+    have = metadata.version(name)
+    if have.split("+")[0] != version:
+        sys.exit(f"xla_venv: {name} {have} installed, {version} pinned: something upgraded it")
+import torch
+import torch_xla  # noqa: F401  (fails here, not in a test, when the pair does not load)
+
+print(f"xla_venv: torch {torch.__version__}, torch_xla {metadata.version('torch-xla')}")
+PY
+cp "$pins" "$stamp"
+echo "xla_venv: ready in $(( $(date +%s) - start )) s, $(du -sm "$venv" | cut -f1) MB"
