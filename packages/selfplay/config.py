@@ -121,6 +121,9 @@ class LearnerConfig:
     """AdamW learning rate."""
     weight_decay: float = 1e-4
     """AdamW weight decay."""
+    warmup_steps: int = 300
+    """Steps over which the learning rate ramps up linearly from lr / warmup_steps (0 = none). Without it Adam's
+    first full-rate steps silence most of the value head's hidden ReLUs for good (learner.warmup_factor)."""
     replay_capacity: int = 200_000
     """Positions kept in the replay ring buffer (oldest overwritten first)."""
     min_replay: int = 2_000
@@ -153,6 +156,7 @@ class LearnerConfig:
         _check(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
         _check(0 < self.lr < 1, f"learner.lr={self.lr} must be in (0, 1)")
         _check(self.weight_decay >= 0, f"learner.weight_decay={self.weight_decay} must be >= 0")
+        _check(0 <= self.warmup_steps <= 1_000_000, f"learner.warmup_steps={self.warmup_steps} must be in 0..1000000")
         _check(self.replay_capacity >= self.batch_size,
                f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
         _check(self.batch_size <= self.min_replay <= self.replay_capacity,

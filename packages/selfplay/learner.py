@@ -32,6 +32,16 @@ def lr_factor(progress: float, schedule: str, final_fraction: float) -> float:
     return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
 
 
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Multiplier of the learning rate over the first ``warmup_steps`` steps: (step + 1) / warmup_steps, then 1.
+
+    Adam moves every weight by about the learning rate from the first step, whatever the gradient's size, so
+    the value head's hidden layer (1,344 inputs a unit) swung its units negative for every position within
+    the first few hundred steps at full rate: 3 of its 64 ReLUs still fired at step 600, and in one run none,
+    leaving a constant value. Ramping the rate up keeps ~50 of 64 alive (docs/ARCHITECTURE.md)."""
+    return 1.0 if step >= warmup_steps else (step + 1) / warmup_steps
+
+
 class Learner:
     def __init__(self, cfg: Config, game: Game, precision: Precision, info: DistInfo, seed: int):
         self.cfg, self.game, self.precision = cfg, game, precision
@@ -54,9 +64,10 @@ class Learner:
         self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(0.5 ** (1 / half_life)),
                                  use_buffers=True) if half_life else None
 
-    def set_progress(self, progress: float | None) -> float:
-        """Set the learning rate for ``progress`` of the budget (None: no budget, the base rate); return it."""
-        lr = self.cfg.learner.lr
+    def set_progress(self, progress: float | None, step: int) -> float:
+        """Set the learning rate for learner step ``step`` and ``progress`` of the budget (None: no budget, no
+        decay); return it."""
+        lr = self.cfg.learner.lr * warmup_factor(step, self.cfg.learner.warmup_steps)
         if progress is not None:
             lr *= lr_factor(progress, self.cfg.learner.lr_schedule, self.cfg.learner.lr_final_fraction)
         for group in self.optimizer.param_groups:

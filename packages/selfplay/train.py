@@ -153,7 +153,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             if not ready_step:
                 window.waited(time.monotonic() - wait_from, filling=replay.size < lc.min_replay)
             else:
-                learner.set_progress(_budget_progress(cfg, step, progress))
+                learner.set_progress(_budget_progress(cfg, step, progress), step)
                 batch = replay.sample(lc.batch_size)
                 window.stepped(learner.step(batch), float(step - batch["version"].mean()))
                 step += 1

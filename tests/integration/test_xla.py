@@ -138,11 +138,11 @@ def compiles():
     return data[0] if data else 0
 
 for _ in range(3):  # warm-up: the first step compiles, and AdamW's state appears after it
-    learner.set_progress(0.1)
+    learner.set_progress(0.1, 0)
     learner.step(batch)
 warm = compiles()
 for i in range(5):  # a learning rate that changes every step, as the cosine schedule does
-    learner.set_progress(0.2 + 0.1 * i)
+    learner.set_progress(0.2 + 0.1 * i, i + 1)
     learner.step(batch)
 step_compiles = compiles() - warm
 

@@ -11,7 +11,7 @@ from selfplay.config import Config, load, with_legacy_shape
 from selfplay.distributed import DistInfo
 from selfplay.games import make_game
 from selfplay.hardware import Precision
-from selfplay.learner import Learner, lr_factor
+from selfplay.learner import Learner, lr_factor, warmup_factor
 from selfplay.model import build_model
 
 
@@ -28,10 +28,23 @@ def test_cosine_decays_from_the_base_rate_to_the_final_fraction_and_constant_sta
 def test_the_learner_applies_the_schedule_only_when_the_run_has_a_budget():
     cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.lr=0.01"])
     learner = Learner(cfg, make_game("connect4"), Precision(torch.device("cpu"), None, False), DistInfo(), 0)
-    assert learner.set_progress(None) == 0.01
-    assert learner.set_progress(1.0) == pytest.approx(0.001)
+    after_warmup = cfg.learner.warmup_steps
+    assert learner.set_progress(None, after_warmup) == 0.01
+    assert learner.set_progress(1.0, after_warmup) == pytest.approx(0.001)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(0.001)
-    assert math.isclose(learner.set_progress(0.25), 0.01 * lr_factor(0.25, "cosine", 0.1))
+    assert math.isclose(learner.set_progress(0.25, after_warmup), 0.01 * lr_factor(0.25, "cosine", 0.1))
+
+
+def test_the_rate_ramps_up_linearly_over_the_warmup_steps_with_or_without_a_budget():
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.lr=0.01", "--learner.warmup_steps=100"])
+    learner = Learner(cfg, make_game("connect4"), Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    assert learner.set_progress(None, 0) == pytest.approx(0.0001)
+    assert learner.set_progress(None, 49) == pytest.approx(0.005)
+    assert learner.set_progress(None, 99) == pytest.approx(0.01)
+    assert learner.set_progress(0.5, 49) == pytest.approx(0.01 * 0.5 * lr_factor(0.5, "cosine", 0.1))
+    assert [warmup_factor(step, 0) for step in (0, 5)] == [1.0, 1.0]  # 0: no warm-up
+    with pytest.raises(ValueError, match=r"learner\.warmup_steps=-1 must be in 0\.\.1000000"):
+        load(None, ["--learner.warmup_steps=-1"])
 
 
 def test_heads_are_32_filters_wide_and_a_narrow_head_checkpoint_still_loads_for_grading():
