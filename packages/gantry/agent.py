@@ -317,9 +317,9 @@ class ConsoleLog:
             return
         if scheme != "gs":
             raise ValueError(f"cannot upload to {self.url} (gs:// or file://)")
-        # The JSON API's simple upload (cloud.google.com/storage/docs/uploading-objects, "JSON API"): POST
+        # The JSON API's simple upload (objects.insert, cloud.google.com/storage/docs/json_api/v1/objects/insert): POST
         # /upload/storage/v1/b/BUCKET/o?uploadType=media&name=OBJECT with the VM's token; the node's service
-        # account holds objectAdmin on the runs bucket (infra/iam.tf).
+        # account holds objectAdmin on the runs bucket (infra/iam.tf), which overwriting the object needs.
         bucket, _, name = rest.partition("/")
         query = urllib.parse.urlencode({"uploadType": "media", "name": name})
         request = urllib.request.Request(
