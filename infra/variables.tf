@@ -276,7 +276,7 @@ variable "termination_action" {
 #### TPU ####
 
 variable "use_tpu" {
-  description = "true: one Cloud TPU VM (tpu_type in zone, infra/tpu.tf) instead of the C4/N1 nodes; node_count must be 1 and max_run_hours > 0. Needs TPU quota (or a TRC allocation) in zone. The TPU trainer image and the XLA learner are not built yet."
+  description = "true: one Cloud TPU VM (tpu_type in zone, infra/tpu.tf) instead of the C4/N1 nodes; node_count must be 1 and max_run_hours > 0. Needs TPU quota (or a TRC allocation) in zone. The trainer runs from gantry-trainer:tpu (docker/Dockerfile.tpu, make build-train) with the learner on XLA (run.device=auto: xla)."
   type        = bool
   default     = false
 

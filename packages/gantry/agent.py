@@ -6,6 +6,11 @@ started by systemd (gantry-agent.service, see infra/modules/startup_script). No 
     launcher --setMetadata gantry-run--> metadata server <--wait_for_change-- agent --docker run--> trainer
     launcher <--getGuestAttributes-- gantry/agent <--PUT (a few a minute)-- agent
     launcher <--getSerialPortOutput (port 2)-- /dev/ttyS1 <-- trainer output, agent events
+    launcher <--fsspec-- gs://BUCKET/runs/RUN_ID/logs/node-N.log <--upload (every few s)-- the same (TPU VMs)
+
+On a Cloud TPU VM the launcher reaches the node through the Cloud TPU API, which has metadata and guest
+attributes but no serial port: there the agent also keeps the run's output in the run's bucket folder
+(ConsoleLog), and it never powers the host off, since that does not stop a TPU node's billing.
 
 The run spec (JSON in attribute gantry-run) is ``RunSpec`` below: the launch contract, defined here
 once and imported by the launcher (gantry.runs), since this stdlib-only file is what the nodes run.
@@ -15,7 +20,7 @@ trainer resumes from the bucket's newest checkpoint), stops it gracefully (`dock
 trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
 after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping.
 Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
-line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL.
+line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 # ---- the launch contract: the launcher (gantry.runs, gantry.cli) imports these -------------------------------
@@ -67,6 +73,15 @@ LOSS_KEY = "losses/total"
 # from max_run_hours to half an hour. A stopped node keeps its disk; `make status` / `make run-gcp` start it again.
 CRASH_LOOP_ENV = "GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES"
 CRASH_LOOP_SHUTDOWN_MINUTES = 30.0  # 0 = never
+# A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
+CONSOLE_LOG = "logs/node-{rank}.log"
+# Cloud TPU puts this instance attribute on its VMs (torch_xla reads the TPU's topology from it): how the agent
+# knows it runs on a TPU VM before any TPU run spec arrives.
+TPU_ENV_ATTRIBUTE = "tpu-env"
+
+
+def console_log_url(run_dir: str, rank: int) -> str:
+    return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +183,9 @@ class Settings:
         self.serial = get("GANTRY_AGENT_SERIAL", "/dev/ttyS1")  # serial port 2: getSerialPortOutput(port=2)
         self.state_dir = get("GANTRY_AGENT_STATE_DIR", "/var/lib/gantry")
         self.runs_dir = get("GANTRY_AGENT_RUNS_DIR", os.path.join(self.state_dir, "runs"))
+        # Cloud Storage's JSON API, where a TPU VM's agent uploads the run's output (ConsoleLog); tests: a fake.
+        self.storage_url = get("GANTRY_AGENT_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
+        self.console_upload_seconds = float(get("GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS", "5"))
         self.shm_size = get("GANTRY_AGENT_SHM_SIZE", "4g")  # actors share weights through /dev/shm
         # Site-specific `docker run` flags (a mount, --cpus): the node twin mounts its local bucket with it.
         self.extra_run_args = shlex.split(get("GANTRY_AGENT_DOCKER_RUN_ARGS", ""))
@@ -238,6 +256,80 @@ class Metadata:
         self._request(f"instance/guest-attributes/{namespace}/{key}", method="PUT", data=value.encode())
 
 
+class ConsoleLog:
+    """A run's output on this node as one object in the run's folder (console_log_url), for `gantry logs` on a TPU
+    VM, which has no serial port API. Lines go to a local copy; the whole copy is uploaded once ``upload_seconds``
+    have passed since the last upload, and by ``flush`` (the agent's loop, the end of a container), so the launcher
+    trails the trainer by seconds. Whole-object uploads, because a Cloud Storage object cannot be appended to; past
+    MAX_BYTES the oldest half is dropped, as a serial port keeps only its last megabyte."""
+
+    MAX_BYTES = 4 * 1024 * 1024
+
+    def __init__(self, url: str, local_path: str, token, storage_url: str, upload_seconds: float):
+        self.url, self.local_path, self.token = url, local_path, token  # token(): the VM's access token
+        self.storage_url, self.upload_seconds = storage_url, upload_seconds
+        self.lock = threading.Lock()
+        self.dirty, self.uploaded_at = False, 0.0
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            try:
+                os.makedirs(os.path.dirname(self.local_path), exist_ok=True)
+                with open(self.local_path, "a", encoding="utf-8", errors="replace") as out:
+                    out.write(text)
+            except OSError:
+                return
+            self.dirty = True
+            due = time.monotonic() - self.uploaded_at >= self.upload_seconds
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            if not self.dirty:
+                return
+            try:
+                data = self._trimmed()
+                self._upload(data)
+                self.dirty, self.uploaded_at = False, time.monotonic()
+            except (OSError, ValueError, MetadataError) as exc:  # urllib's errors are OSErrors
+                self.uploaded_at = time.monotonic()  # the next try waits its turn: no upload storm while offline
+                print(f"gantry-agent: could not upload the run's output to {self.url}: {exc}", flush=True)
+
+    def _trimmed(self) -> bytes:
+        with open(self.local_path, "rb") as local:
+            data = local.read()
+        if len(data) > self.MAX_BYTES:
+            data = data[-self.MAX_BYTES // 2:]
+            data = b"gantry-agent: (earlier output dropped)\n" + data[data.find(b"\n") + 1:]
+            with open(self.local_path, "wb") as local:
+                local.write(data)
+        return data
+
+    def _upload(self, data: bytes) -> None:
+        scheme, _, rest = self.url.partition("://")
+        if scheme == "file":  # a local bucket (tests, the node twin)
+            path = urllib.parse.unquote(rest)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "wb") as out:
+                out.write(data)
+            os.replace(path + ".tmp", path)
+            return
+        if scheme != "gs":
+            raise ValueError(f"cannot upload to {self.url} (gs:// or file://)")
+        # The JSON API's simple upload (objects.insert, cloud.google.com/storage/docs/json_api/v1/objects/insert): POST
+        # /upload/storage/v1/b/BUCKET/o?uploadType=media&name=OBJECT with the VM's token; the node's service
+        # account holds objectAdmin on the runs bucket (infra/iam.tf), which overwriting the object needs.
+        bucket, _, name = rest.partition("/")
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        request = urllib.request.Request(
+            f"{self.storage_url}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?{query}", data=data,
+            method="POST", headers={"Authorization": f"Bearer {self.token()}",
+                                    "Content-Type": "text/plain; charset=utf-8"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+
+
 class Agent:
     def __init__(self, settings: Settings):
         self.s = settings
@@ -257,6 +349,8 @@ class Agent:
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
+        self.on_tpu = False  # a Cloud TPU VM: its output also goes to the bucket, and it never powers itself off
+        self.console = None  # ConsoleLog of the current run on a TPU VM
         self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
 
     # ---- output ----
@@ -265,6 +359,8 @@ class Agent:
         print(line, flush=True)
         for path in (self.s.log_file, self.s.serial):
             self._append(path, line)
+        if self.console:
+            self.console.write(line + "\n")
 
     def _append(self, path: str, line: str) -> None:
         if not path:
@@ -286,6 +382,7 @@ class Agent:
                 attributes, self.etag = self.metadata.wait_attributes(self.etag, self.s.watch_seconds)
                 failures = 0
                 self.spec = parse_spec(attributes.get(self.s.run_key), self.log)
+                self.on_tpu = self.on_tpu or TPU_ENV_ATTRIBUTE in attributes or bool(self.spec and self.spec.tpu)
             except MetadataError as exc:
                 failures += 1
                 delay = min(60.0, 2.0 ** failures) * random.uniform(0.8, 1.2)
@@ -296,6 +393,8 @@ class Agent:
             self.reconcile()
             self.read_progress()
             self.publish()
+            if self.console:
+                self.console.flush()
             self.check_idle()
             self.check_crash_loop()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
@@ -369,6 +468,7 @@ class Agent:
         return os.path.join(self.s.runs_dir, spec.run_id)
 
     def start_container(self, spec: RunSpec) -> None:
+        self.open_console(spec)
         self.set_state("pulling", spec.image)
         self.publish()
         try:
@@ -434,7 +534,19 @@ class Agent:
         if self.follower:
             self.follower.join(timeout=10)
 
+    def open_console(self, spec: RunSpec | None) -> None:
+        """On a TPU VM, the run's output goes to the bucket too (ConsoleLog): the launcher has no serial port there.
+        The local copy lives under the state folder, so a resumed run continues its log."""
+        if spec is None or not (spec.tpu or self.on_tpu) or not spec.run_dir:
+            return
+        url = console_log_url(spec.run_dir, spec.node_rank)
+        if self.console is None or self.console.url != url:
+            local = os.path.join(self.s.state_dir, "console", f"{spec.run_id}-{spec.node_rank}.log")
+            self.console = ConsoleLog(url, local, self.metadata.token, self.s.storage_url,
+                                      self.s.console_upload_seconds)
+
     def ensure_follower(self, name: str, fresh: bool = False) -> None:
+        self.open_console(self.spec)
         if self.follower and self.follower.is_alive() and not fresh:
             return
         self.follower = threading.Thread(target=self.follow_output, args=(name,), daemon=True)
@@ -444,12 +556,17 @@ class Agent:
         """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
         process = subprocess.Popen([*self.s.docker, "logs", "-f", name], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, errors="replace")
+        console = self.console
         with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
                 else open(os.devnull, "w") as serial:
             for line in process.stdout:
                 serial.write(line)
                 serial.flush()
+                if console:
+                    console.write(line)
         process.wait()
+        if console:
+            console.flush()
 
     def read_progress(self) -> None:
         """The step and headline figures from the newest record of the run's stats.jsonl (rank 0's node)."""
@@ -517,6 +634,12 @@ class Agent:
             self.loop_since = time.monotonic()
 
     def power_off(self, why: str) -> bool:
+        if self.on_tpu:
+            # Cloud TPU bills a node until nodes:stop or a delete (`gantry stop`, `make destroy`); powering its host
+            # off is neither, and would only cut the launcher off from a node that may still bill.
+            self.log(f"not powering off ({why}): a Cloud TPU VM bills until `make stop` stops it (nodes:stop) or "
+                     "`make destroy` deletes it")
+            return False
         self.set_state("powering-off", why)
         self.published_at = 0.0
         self.publish()
@@ -529,6 +652,8 @@ class Agent:
         if self.container and self.container_status(self.container)[0] == "running":
             self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
         self.log("agent stopped")
+        if self.console:
+            self.console.flush()
 
     def load_finished(self) -> set:
         try:

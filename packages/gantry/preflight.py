@@ -2,7 +2,8 @@
 
 Read-only calls to the Compute API, in the order a failure is cheapest to explain:
 credentials -> project and API -> zone -> machine type -> accelerator -> quotas for the
-whole deployment (node_count x the need of one node). Every failed check names the
+whole deployment (node_count x the need of one node). A TPU VM: the type (Cloud TPU API) and
+its quota (Cloud Quotas API, gantry.tpu_quota) instead of the VM checks. Every failed check names the
 exact shortfall and the command or console page that fixes it; when the chosen zone
 lacks the shape, the zones of the region that have it are listed.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gantry import policies
+from gantry import policies, tpu_quota
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
@@ -95,13 +96,14 @@ def _run(report: Report, d: Deployment, compute: Compute, apis: GoogleApis | Non
 
     if d.use_tpu:
         # The TPU VM is created by the Cloud TPU API, not Compute: the VM shape, image and CPU/GPU
-        # quota checks below do not apply to it, and its own quota is not checked here yet.
-        if apis is not None:
-            _check_tpu_type(report, d, apis)
-        report.add("TPU", WARN, f"{d.tpu_type} in {d.zone}: TPU quota and stock are not checked by preflight yet "
-                                "(plan checks the zone against infra/tpu_zones.json)",
-                   f"Check your TRC allocation or TPU quota for {d.tpu_type} in {d.zone}: "
-                   + QUOTA_CONSOLE.format(project=d.project_id))
+        # quota checks below do not apply to it; its type and quota are Cloud TPU's (gantry.tpu_quota).
+        if apis is None:
+            report.add("TPU", WARN, f"{d.tpu_type} in {d.zone}: TPU type and quota not checked",
+                       f"Check your TRC allocation or TPU quota for {d.tpu_type} in {d.zone}: "
+                       + QUOTA_CONSOLE.format(project=d.project_id))
+            return
+        _check_tpu_type(report, d, apis)
+        tpu_quota.check(report, d, apis)
         return
 
     shape_ok = _check_shape(report, d, compute, d.zone)

@@ -1,15 +1,16 @@
-"""Runs on the VMs: the launcher's side of the node agent (packages/gantry/agent.py).
+"""Runs on the nodes: the launcher's side of the node agent (packages/gantry/agent.py).
 
-A run needs no SSH: the launcher writes a run spec (JSON) into each node's instance metadata key
-``gantry-run`` with instances.setMetadata (guarded by the metadata fingerprint, other keys kept);
-the agent on the node waits on the metadata server for it, runs the trainer container, and reports
-back through the guest attribute ``gantry/agent`` and serial port 2 (the trainer's output). Every
-read here (status, logs) goes through the Compute API, so a laptop that disconnects loses nothing:
-``gantry status`` and ``gantry logs`` pick the run up again.
+A run needs no SSH: the launcher writes a run spec (JSON) into each node's metadata key ``gantry-run``
+(every other key kept); the agent on the node waits on the metadata server for it, runs the trainer
+container, and reports back through the guest attribute ``gantry/agent``. Every read here (status,
+logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``gantry status`` and
+``gantry logs`` pick the run up again. Which API depends on the nodes (``NodeApi``, picked by
+``connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
+port), Cloud TPU for a TPU VM (gantry.tpu_nodes: nodes.patch, the output in the run's bucket folder).
 
-    cluster = Cluster.from_outputs(Terraform("infra").outputs())
-    specs = launch_specs(cluster, run_id, image, trainer_args)
-    for node, spec in zip(cluster.nodes, specs): write_spec(compute, cluster, node, spec)
+    cluster, api = connect("infra", os.environ)
+    specs = launch_specs(cluster, run_id, image, trainer_args, run_url=cluster.run_url(run_id, os.environ))
+    for node, spec in zip(cluster.nodes, specs): api.write_spec(node, spec)
 """
 
 from __future__ import annotations
@@ -19,25 +20,25 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from gantry.agent import (
     ACTIVE_STATES,
     END_KIND,
     KIND_KEY,
     NAMESPACE,
-    REPORT_KEY,
     REPORTED_FIGURES,
     RUN_KEY,
     TRAIN_KIND,
     RunSpec,
 )
 from gantry.errors import GantryError
-from gantry.gcp import Compute
 
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
-SERIAL_PORT = 2  # the agent writes the trainer's output to /dev/ttyS1 = port 2
+# Node states a start brings back: Compute's TERMINATED, STOPPED, SUSPENDED; Cloud TPU's STOPPED (nodes:stop).
 STOPPED_STATES = ("TERMINATED", "STOPPED", "SUSPENDED")
-DELETED = "DELETED"  # NodeStatus.vm of a node Compute no longer has (instances.get answers 404 notFound)
+DELETED = "DELETED"  # NodeStatus.vm of a node the API no longer has (a get answers 404)
+TPU_PREEMPTED = "PREEMPTED"  # a Spot TPU that Cloud TPU took back: it can only be deleted (tpu_preempted)
 APPLY_FIX = "Run `make apply` first (terraform output has no nodes in infra/)."
 RECREATE_FIX = ("Run `make apply` to create the nodes again, then `make run-gcp ARGS=\"--resume RUN_ID\"`: "
                 "the checkpoints are in the bucket.")
@@ -128,91 +129,67 @@ def torchrun_program(after_dashes: list[str]) -> list[str] | None:
     return words
 
 
-# ---- instances ----
-def nodes_deleted(nodes) -> GantryError:
+# ---- the nodes' API: Compute Engine for VMs (gantry.compute_nodes), Cloud TPU for a TPU VM (gantry.tpu_nodes) ----
+class NodeApi(Protocol):
+    """What the run verbs ask of the API that manages the nodes; ``connect`` picks one by ``Cluster.use_tpu``."""
+
+    def node_status(self, node: Node) -> NodeStatus:
+        """Its state, the agent's report (guest attributes) and its run spec; vm DELETED when the API has no such node."""
+
+    def read_spec(self, node: Node) -> RunSpec | None:
+        """The run spec in its metadata, or None."""
+
+    def write_spec(self, node: Node, spec: RunSpec) -> None:
+        """The spec into its metadata, every other key (the agent, the startup script) kept."""
+
+    def ensure_running(self, say: Callable[[str], None], timeout_s: float = 600, poll_s: float = 5) -> None:
+        """Start the stopped nodes and wait until every node is up."""
+
+    def start(self, node: Node) -> None:
+        """Start one stopped node (a preempted Spot node, or one its agent or `gantry stop` stopped)."""
+
+    def power_down(self, node: Node) -> bool:
+        """Stop the node's billing once its run stopped; False where the node does that itself (the agent's idle
+        shutdown of a VM)."""
+
+    def output(self, node: Node, start: int = 0) -> tuple[str, int]:
+        """The trainer's output on the node from byte ``start``: (text, the next start)."""
+
+
+def nodes_deleted(nodes, by: str = "Google Compute Engine") -> GantryError:
     """Google deletes Spot nodes with termination_action = DELETE (at preemption, or at max_run_hours)."""
     names = ", ".join(f"{n.name} ({n.zone})" for n in nodes)
-    return GantryError(f"node(s) {names} no longer exist: Google Compute Engine deleted them (Spot preemption or "
+    return GantryError(f"node(s) {names} no longer exist: {by} deleted them (Spot preemption or "
                        "max_run_hours with termination_action = DELETE)", RECREATE_FIX)
 
 
-def instance(compute: Compute, cluster: Cluster, node: Node):
-    from google.api_core.exceptions import NotFound
-
-    try:
-        return compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
-    except NotFound:
-        raise nodes_deleted([node]) from None
-
-
-def ensure_running(compute: Compute, cluster: Cluster, say: Callable[[str], None], timeout_s: float = 600,
-                   poll_s: float = 5) -> None:
-    """Start stopped nodes (idle shutdown, Spot preemption, max_run_hours STOP) and wait until RUNNING."""
-    waiting = []
-    for node in cluster.nodes:
-        status = instance(compute, cluster, node).status
-        if status in STOPPED_STATES:
-            say(f"node {node.rank} {node.name} is {status}: starting it")
-            compute.wait(compute.instances.start(project=cluster.project, zone=node.zone, instance=node.name))
-            waiting.append(node)
-        elif status != "RUNNING":
-            waiting.append(node)
-    deadline = time.monotonic() + timeout_s
-    while waiting:
-        waiting = [n for n in waiting if instance(compute, cluster, n).status != "RUNNING"]
-        if not waiting:
-            break
-        if time.monotonic() > deadline:
-            names = ", ".join(n.name for n in waiting)
-            raise GantryError(f"node(s) {names} did not reach RUNNING in {timeout_s:.0f} s",
-                              "See `gcloud compute instances describe` for the cause (a Spot stock-out?), "
-                              "then `make run-gcp` again.")
-        time.sleep(poll_s)
+def tpu_preempted(nodes, run_id: str = "") -> GantryError:
+    """A preempted Spot TPU cannot be started again: Cloud TPU only lets it be deleted
+    (cloud.google.com/tpu/docs/preemptible: the node's state changes from READY to PREEMPTED)."""
+    names = ", ".join(f"{n.name} ({n.zone})" for n in nodes)
+    delete = "; ".join(f"gcloud compute tpus tpu-vm delete {n.name} --zone={n.zone}" for n in nodes)
+    fix = RECREATE_FIX.replace("RUN_ID", run_id) if run_id else RECREATE_FIX
+    return GantryError(f"TPU node(s) {names} were preempted: a preempted Spot TPU cannot be started again, only "
+                       "deleted and created anew", f"Delete it (`{delete}`), then: {fix}")
 
 
-def read_spec(compute: Compute, cluster: Cluster, node: Node) -> RunSpec | None:
-    return _spec_of(instance(compute, cluster, node), cluster)
-
-
-def _spec_of(vm, cluster: Cluster) -> RunSpec | None:
-    for item in vm.metadata.items:
-        if item.key == cluster.run_key:
-            try:
-                return RunSpec.from_json(item.value)
-            except ValueError:
-                return None  # not a spec this launcher wrote: the agent ignores it too
-    return None
-
-
-def write_spec(compute: Compute, cluster: Cluster, node: Node, spec: RunSpec) -> None:
-    """instances.setMetadata with the current fingerprint, keeping every other key (the agent, the
-    startup script); a concurrent change (412 conditionNotMet) means read again and retry."""
-    from google.cloud import compute_v1
-
-    def read_modify_write() -> None:
-        metadata = instance(compute, cluster, node).metadata
-        items = [compute_v1.Items(key=i.key, value=i.value) for i in metadata.items if i.key != cluster.run_key]
-        items.append(compute_v1.Items(key=cluster.run_key, value=spec.to_json()))
-        body = compute_v1.Metadata(fingerprint=metadata.fingerprint, items=items)
-        compute.wait(compute.instances.set_metadata(project=cluster.project, zone=node.zone, instance=node.name,
-                                                    metadata_resource=body))
-
-    compute.retry_fingerprint(read_modify_write)()
-
-
-# ---- what the nodes report ----
 @dataclass
 class NodeStatus:
     node: Node
-    vm: str  # RUNNING, TERMINATED, ...
+    vm: str  # the API's state: RUNNING, TERMINATED, ... (Compute); READY, STOPPED, PREEMPTED, ... (Cloud TPU)
     boot: str  # the startup script's gantry/boot: starting | ready | error: ...
     report: dict  # the agent's NAMESPACE/REPORT_KEY (gantry.agent.Agent.report): state, run, step, figures, ...
     spot: bool = False  # scheduling.provisioningModel SPOT: Google may stop (or delete) it at any time
     spec: RunSpec | None = None  # the run spec in its metadata
+    up_state: str = "RUNNING"  # the state of a node that is up: RUNNING (Compute), READY (Cloud TPU)
+
+    @property
+    def up(self) -> bool:
+        return self.vm == self.up_state
 
     @property
     def state(self) -> str:
-        if self.vm != "RUNNING":
+        if not self.up:
             return self.vm.lower()
         return self.report.get("state") or (f"boot {self.boot}" if self.boot else "booting")
 
@@ -221,39 +198,17 @@ class NodeStatus:
         return None if beat is None else max(0.0, (now or time.time()) - float(beat))
 
 
-def node_status(compute: Compute, cluster: Cluster, node: Node) -> NodeStatus:
-    from google.api_core.exceptions import NotFound
-
-    try:
-        found = compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
-    except NotFound:
-        return NodeStatus(node, DELETED, "", {})
-    vm = found.status
-    spot = found.scheduling.provisioning_model == "SPOT" or bool(found.scheduling.preemptible)
-    attributes: dict[str, str] = {}
-    if vm == "RUNNING":
-        try:
-            answer = compute.instances.get_guest_attributes(request={
-                "project": cluster.project, "zone": node.zone, "instance": node.name,
-                "query_path": f"{cluster.namespace}/"})
-            attributes = {item.key: item.value for item in answer.query_value.items}
-        except NotFound:
-            pass  # nothing written yet: the node is still booting
-    try:
-        report = json.loads(attributes.get(REPORT_KEY) or "{}")
-    except ValueError:
-        report = {}
-    return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster))
-
-
 def require_nodes(statuses: list[NodeStatus]) -> None:
-    """One error naming the deleted nodes and `make apply`, rather than a 404 per node."""
+    """One error naming the deleted (or preempted TPU) nodes and `make apply`, rather than a 404 per node."""
     gone = [s.node for s in statuses if s.vm == DELETED]
     if gone:
-        raise nodes_deleted(gone)
+        raise nodes_deleted(gone, "Cloud TPU" if statuses[0].up_state != "RUNNING" else "Google Compute Engine")
+    preempted = [s for s in statuses if s.vm == TPU_PREEMPTED]
+    if preempted:
+        raise tpu_preempted([s.node for s in preempted], preempted[0].spec.run_id if preempted[0].spec else "")
 
 
-def restart_preempted(compute: Compute, cluster: Cluster, statuses: list[NodeStatus],
+def restart_preempted(api: NodeApi, cluster: Cluster, statuses: list[NodeStatus],
                       say: Callable[[str], None], environ: Mapping[str, str]) -> list[Node]:
     """Start the Spot nodes that stopped while their run spec says start (preempted, or powered off by their agent
     while a peer was gone); their agents start the trainer again and it resumes from the run's newest checkpoint.
@@ -269,7 +224,7 @@ def restart_preempted(compute: Compute, cluster: Cluster, statuses: list[NodeSta
                 continue
             say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it; "
                 "the run resumes from its newest checkpoint")
-            compute.instances.start(project=cluster.project, zone=s.node.zone, instance=s.node.name).result()
+            api.start(s.node)
             started.append(s.node)
     return started
 
@@ -280,23 +235,11 @@ def describe_figures(step, figures: dict) -> str:
     return " | ".join(parts)
 
 
-def serial_output(compute: Compute, cluster: Cluster, node: Node, start: int = 0) -> tuple[str, int]:
-    """New serial-port-2 output from byte ``start``; returns (text, the next start)."""
-    from google.api_core.exceptions import NotFound
-
-    try:
-        answer = compute.instances.get_serial_port_output(request={
-            "project": cluster.project, "zone": node.zone, "instance": node.name, "port": SERIAL_PORT, "start": start})
-    except NotFound:
-        raise nodes_deleted([node]) from None
-    return answer.contents, int(answer.next_)
-
-
 def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
     """{run id: the nodes it holds} for runs an agent is pulling, running, restarting or stopping."""
     active: dict[str, list[NodeStatus]] = {}
     for status in statuses:
-        if status.vm == "RUNNING" and status.report.get("state") in ACTIVE_STATES and status.report.get("run"):
+        if status.up and status.report.get("state") in ACTIVE_STATES and status.report.get("run"):
             active.setdefault(status.report["run"], []).append(status)
     return active
 
@@ -388,9 +331,18 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
     return copied
 
 
-def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, Compute]:
-    """The deployment's nodes (terraform output of infra/) and Compute clients."""
+def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, NodeApi]:
+    """The deployment's nodes (terraform output of infra/) and the API that drives them: Cloud TPU for a TPU VM
+    (use_tpu), Compute Engine for the VMs."""
     from gantry.terraform import Terraform
 
-    outputs = Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs()
-    return Cluster.from_outputs(outputs), Compute.connect(environ)
+    cluster = Cluster.from_outputs(Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs())
+    if cluster.use_tpu:
+        from gantry.gcp import GoogleApis
+        from gantry.tpu_nodes import TpuNodes
+
+        return cluster, TpuNodes(GoogleApis.connect(environ), cluster)
+    from gantry.compute_nodes import ComputeNodes
+    from gantry.gcp import Compute
+
+    return cluster, ComputeNodes(Compute.connect(environ), cluster)

@@ -69,7 +69,7 @@ def cmd_run(argv: list[str]) -> int:
     name, env, volumes, i = "", {}, {}, 0
     while i < len(argv) and argv[i].startswith("-"):
         flag = argv[i]
-        if flag == "-d":
+        if flag in ("-d", "--privileged"):  # flags without a value (--privileged: a TPU VM's run)
             i += 1
             continue
         value = argv[i + 1]

@@ -7,6 +7,11 @@
     cloudresourcemanager (v1)              POST /v1/projects/P:getEffectiveOrgPolicy {"constraint": ...}
       projects.getEffectiveOrgPolicy
     tpu (v2) acceleratorTypes.get          GET  /v2/projects/P/locations/ZONE/acceleratorTypes/TYPE
+    tpu (v2) nodes.get / nodes.patch       GET, PATCH /v2/projects/P/locations/ZONE/nodes/NAME (?updateMask=metadata)
+    tpu (v2) nodes:getGuestAttributes,     POST /v2/projects/P/locations/ZONE/nodes/NAME:getGuestAttributes|:start|:stop
+      nodes:start, nodes:stop
+    tpu (v2) operations.get                GET  /v2/projects/P/locations/ZONE/operations/ID
+    cloudquotas (v1) quotaInfos.list       GET  /v1/projects/P/locations/global/services/tpu.googleapis.com/quotaInfos
 
 Answers and errors follow each API's public JSON shapes; ``errors`` maps a path regex to
 (status, Google's error body) answered before any route.
@@ -39,6 +44,87 @@ class FakeGoogleApis(LoopbackServer):
         "us-central1-b": ["v2-8", "v3-8"],
         "us-central2-b": ["v4-8"],
     })
+
+    # name -> a Cloud TPU v2 Node as nodes.get answers it (add_tpu_node); "guestAttributes" holds what the agent wrote
+    # as {"NAMESPACE/KEY": value}, and is not part of the answer
+    tpu_nodes: dict[str, dict] = field(default_factory=dict)
+    operations: dict[str, dict] = field(default_factory=dict)  # name -> a google.longrunning.Operation
+    tpu_actions: list[str] = field(default_factory=list)  # "start NAME", "stop NAME", "patch NAME updateMask"
+    quota_infos: list[dict] = field(default_factory=list)  # Cloud Quotas QuotaInfo of tpu.googleapis.com
+
+    def add_tpu_node(self, name: str, zone: str = "us-central1-a", tpu_type: str = "v3-8", state: str = "READY",
+                     spot: bool = False, metadata: dict | None = None) -> dict:
+        """A TPU VM as infra/tpu.tf creates it: labelled, on the private subnet, the agent in its metadata."""
+        node = {"name": f"projects/{self.project}/locations/{zone}/nodes/{name}", "acceleratorType": tpu_type,
+                "state": state, "runtimeVersion": "tpu-ubuntu2204-base", "health": "HEALTHY",
+                "networkEndpoints": [{"ipAddress": "10.128.0.2", "port": 8470}],
+                "labels": {"gantry-deployment": "gantry", "gantry-role": "master"}, "apiVersion": "V2",
+                "metadata": dict(metadata if metadata is not None else
+                                 {"gantry-agent": "# the agent", "startup-script": "#!/bin/bash"}),
+                "guestAttributes": {}}
+        if spot:
+            node["schedulingConfig"] = {"spot": True}
+        self.tpu_nodes[name] = node
+        return node
+
+    def quota(self, quota_id: str, zones: dict[str, int | None], default: int | None = None,
+              unit: str = "1/{project}/{zone}") -> dict:
+        """A per-zone QuotaInfo as Cloud Quotas lists it: one DimensionsInfo per zone given (None: an empty
+        ``details``, the zone zeroed) and, with ``default``, the one with no dimensions that applies elsewhere."""
+        infos = [{"dimensions": {"zone": zone}, "details": {} if value is None else {"value": str(value)},
+                  "applicableLocations": [zone]} for zone, value in zones.items()]
+        if default is not None:
+            infos.append({"details": {"value": str(default)}, "applicableLocations": sorted(zones) or ["us-central1-a"]})
+        info = {"name": f"projects/{self.project}/locations/global/services/tpu.googleapis.com/quotaInfos/{quota_id}",
+                "quotaId": quota_id, "metric": "tpu.googleapis.com/" + quota_id.lower(),
+                "service": "tpu.googleapis.com", "isPrecise": True, "containerType": "PROJECT",
+                "dimensions": ["zone"], "metricDisplayName": quota_id, "quotaDisplayName": quota_id,
+                "metricUnit": unit, "dimensionsInfos": infos}
+        self.quota_infos.append(info)
+        return info
+
+    def _operation(self, zone: str, verb: str, node: dict) -> dict:
+        name = f"projects/{self.project}/locations/{zone}/operations/operation-{len(self.operations) + 1}"
+        operation = {"name": name, "metadata": {"@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
+                                                "target": node["name"], "verb": verb, "apiVersion": "v2"},
+                     "done": False}  # the first operations.get says done: the launcher must poll
+        self.operations[name] = {**operation, "done": True, "response": {
+            "@type": "type.googleapis.com/google.cloud.tpu.v2.Node", **self._public(node)}}
+        return operation
+
+    @staticmethod
+    def _public(node: dict) -> dict:
+        return {k: v for k, v in node.items() if k != "guestAttributes"}
+
+    def _tpu_node(self, method: str, zone: str, name: str, verb: str, query: dict, body: dict) -> tuple[int, dict]:
+        node = self.tpu_nodes.get(name)
+        full = f"projects/{self.project}/locations/{zone}/nodes/{name}"
+        if node is None or node["name"] != full:
+            return 404, error(404, "NOT_FOUND", f"Resource '{full}' was not found")
+        if method == "GET" and not verb:
+            return 200, self._public(node)
+        if method == "PATCH" and not verb:
+            mask = query.get("updateMask", [""])[0]
+            if mask != "metadata":
+                return 400, error(400, "INVALID_ARGUMENT", f"Invalid update mask: {mask!r}")
+            node["metadata"] = dict(body.get("metadata") or {})
+            self.tpu_actions.append(f"patch {name} {mask}")
+            return 200, self._operation(zone, "update", node)
+        if method == "POST" and verb == "getGuestAttributes":
+            prefix = body.get("queryPath", "")
+            items = [{"namespace": key.split("/", 1)[0], "key": key.split("/", 1)[1], "value": value}
+                     for key, value in node["guestAttributes"].items() if key.startswith(prefix)]
+            if not items:  # as Compute answers an empty namespace
+                return 404, error(404, "NOT_FOUND", f"The resource '{full}' guest attributes at '{prefix}' were not "
+                                                    "found")
+            return 200, {"guestAttributes": [{"queryPath": prefix, "queryValue": {"items": items}, "workerId": "0"}]}
+        if method == "POST" and verb in ("start", "stop"):
+            if node["state"] == "PREEMPTED":
+                return 400, error(400, "FAILED_PRECONDITION", f"Cannot {verb} a preempted node '{full}'")
+            node["state"] = "READY" if verb == "start" else "STOPPED"
+            self.tpu_actions.append(f"{verb} {name}")
+            return 200, self._operation(zone, verb, node)
+        return 404, error(404, "NOT_FOUND", f"no route for {method} {full}:{verb}")
 
     @property
     def endpoint(self) -> str:
@@ -82,6 +168,16 @@ class FakeGoogleApis(LoopbackServer):
             if tpu_type not in self.tpu_types.get(zone, []):
                 return 404, error(404, "NOT_FOUND", f"Resource '{name}' was not found")
             return 200, {"name": name, "type": tpu_type, "acceleratorConfigs": [TPU_CONFIGS[tpu_type]]}
+        match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/nodes/([^/:]+)(?::(\w+))?", path)
+        if match:
+            return self._tpu_node(method, match[1], match[2], match[3] or "", query, body)
+        match = re.fullmatch(rf"/v2/(projects/{p}/locations/[^/]+/operations/[^/]+)", path)
+        if method == "GET" and match:
+            if match[1] not in self.operations:
+                return 404, error(404, "NOT_FOUND", f"Resource '{match[1]}' was not found")
+            return 200, self.operations[match[1]]
+        if method == "GET" and path == f"/v1/projects/{self.project}/locations/global/services/tpu.googleapis.com/quotaInfos":
+            return 200, {"quotaInfos": self.quota_infos} if self.quota_infos else {}
         return 404, error(404, "NOT_FOUND", f"no route for {method} {path}")
 
 
@@ -127,6 +223,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._serve("POST")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
 
     def log_message(self, format, *args) -> None:
         pass

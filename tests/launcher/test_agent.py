@@ -192,3 +192,24 @@ def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     assert "--privileged" in on_tpu and "PJRT_DEVICE=TPU" in on_tpu and "--gpus" not in on_tpu
     assert on_tpu[on_tpu.index("--network") + 1] == "host"
     assert "--privileged" not in on_cpu and not any(a.startswith("PJRT_DEVICE=") for a in on_cpu)
+
+
+def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket_and_never_powers_itself_off(tmp_path, metadata, nodes):
+    # Cloud TPU has no serial port API, so `gantry logs` reads the run's output from the run's folder; and it bills
+    # a node until nodes:stop, so idling past idle_shutdown_minutes (3 s here) must not power the host off.
+    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
+                      GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5")
+    metadata.set_attribute("tpu-env", "ACCELERATOR_TYPE: 'v3-8'\n")  # what Cloud TPU puts on its VMs
+    bucket = tmp_path / "bucket"
+    run = {"args": ["--steps", "0"], "tpu": True, "run_dir": f"file://{bucket}/runs/r9"}
+    metadata.set_attribute("gantry-run", spec("r9", **run))
+    log = bucket / "runs" / "r9" / "logs" / "node-0.log"
+    wait_until(lambda: log.exists() and "step 1 | games 3 | loss 0.5" in log.read_text(), timeout=120,
+               what="the trainer's output in the bucket while it runs")
+    assert "gantry-agent: started run r9" in log.read_text()
+    assert "step 1 | games 3" in node.output()  # the serial port gets it as before
+    metadata.set_attribute("gantry-run", spec("r9", action="stop", **run))
+    wait_until(lambda: "SIGTERM: checkpoint at step" in log.read_text(), timeout=90, what="the stop in the bucket")
+    wait_until(lambda: "not powering off (no run for" in node.agent_output(), timeout=60, what="the idle limit")
+    assert not node.poweroff_marker.exists()
+    assert node.report().get("state") == "stopped"

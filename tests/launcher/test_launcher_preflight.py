@@ -180,14 +180,22 @@ def test_the_default_images_of_both_paths_are_live(cli, deployment):
         assert "[ ok ] boot image:" in result.stdout
 
 
-def test_a_tpu_deployment_skips_the_vm_checks_and_says_tpu_quota_is_unchecked(cli, deployment, fake, apis):
+# Cloud TPU's per-zone quotas for v3 as Cloud Quotas lists them (the Pod one does not cover a v3-8)
+V3_ON_DEMAND, V3_SPOT = "TPUV3sPerProjectPerZoneForTPUAPI", "TPUV3sPreemptiblePerProjectPerZoneForTPUAPI"
+V3_POD = "TPUV3sPodPerProjectPerZoneForTPUAPI"
+
+
+def test_a_tpu_deployment_skips_the_vm_checks_and_checks_the_tpu_quota_of_its_zone(cli, deployment, fake, apis):
+    apis.quota(V3_ON_DEMAND, {"us-central1-a": 8}, default=0)
+    apis.quota(V3_SPOT, {"us-central1-b": 48})
     deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
     result = cli("preflight")
-    assert result.status == ExitStatus.OK, result.output  # a warning, not a blocker: `make apply` may go on
+    assert result.status == ExitStatus.OK, result.output
     out = result.stdout
     assert "[ ok ] TPU type: v3-8 in us-central1-a (V3 2x2)" in out
-    assert "[warn] TPU: v3-8 in us-central1-a: TPU quota and stock are not checked by preflight yet" in out
-    assert "https://console.cloud.google.com/iam-admin/quotas?project=demo-project" in out
+    assert f"[ ok ] TPU quota: on-demand v3 quota in us-central1-a: 8 ({V3_ON_DEMAND})" in out
+    assert any(r.startswith("GET /v1/projects/demo-project/locations/global/services/tpu.googleapis.com/quotaInfos")
+               for r in apis.requests)
     assert "quota CPUS_ALL_REGIONS" not in out and "c4-highcpu-16" not in out
     assert not any("/machineTypes/" in r for r in fake.requests), "no Compute VM shape lookup for a TPU VM"
     assert any(r.startswith("GET /v2/projects/demo-project/locations/us-central1-a/acceleratorTypes/v3-8")
@@ -216,3 +224,33 @@ def test_a_disabled_tpu_api_before_the_first_apply_is_a_warning(cli, deployment,
     assert result.status == ExitStatus.OK, result.output
     assert "[warn] TPU type: the Cloud TPU API did not answer (Cloud TPU API has not been used" in result.stdout
     assert "`make apply` enables tpu.googleapis.com" in result.stdout
+
+
+def test_a_tpu_quota_of_zero_in_the_zone_is_a_blocker_in_one_line_naming_how_to_get_it(cli, deployment, apis):
+    apis.quota(V3_SPOT, {"us-central1-a": None, "us-central1-b": 48}, default=0)  # zeroed here, granted in b
+    apis.quota(V3_ON_DEMAND, {"us-central1-a": 8})  # on-demand quota does not cover Spot TPUs
+    apis.quota(V3_POD, {"us-central1-a": 2048})  # nor does a Pod quota a v3-8
+    deployment.write(use_tpu=True, tpu_type="v3-8", spot=True, max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.CHECK_FAILED, result.output
+    line = next(x for x in result.stdout.splitlines() if "TPU quota" in x)
+    assert line.strip() == (f"[FAIL] TPU quota: preemptible (Spot) v3 quota in us-central1-a is 0 ({V3_SPOT}): "
+                            "Cloud TPU would refuse v3-8")
+    assert (f"gcloud quotas preferences create --service=tpu.googleapis.com --project=demo-project --quota-id={V3_SPOT} "
+            "--dimensions=zone=us-central1-a --preferred-value=8") in result.stdout
+    assert "TPU Research Cloud (TRC) allocation, set zone (and region) to a zone its email grants" in result.stdout
+    assert "preflight found 1 blocker(s): TPU quota" in result.stderr
+
+
+def test_a_cloud_quotas_api_that_refuses_leaves_the_tpu_quota_unchecked_not_failed(cli, deployment, apis):
+    message = ("Cloud Quotas API has not been used in project demo-project before or it is disabled. Enable it by "
+               "visiting https://console.developers.google.com/apis/api/cloudquotas.googleapis.com/overview?project="
+               "demo-project then retry.")
+    apis.errors[r"/quotaInfos$"] = (403, error(403, "PERMISSION_DENIED", message, reason="SERVICE_DISABLED",
+                                               service="cloudquotas.googleapis.com"))
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    assert "[warn] TPU quota: not checked: the Cloud Quotas API did not answer (Cloud Quotas API has not been" \
+        in result.stdout
+    assert "gcloud services enable cloudquotas.googleapis.com --project=demo-project" in result.stdout

@@ -1,6 +1,7 @@
 """Following a run from the laptop: node states from guest attributes, the master's output from its
-serial port. Shared by `gantry run` and `gantry logs --follow`; Ctrl-C detaches, the run goes on. A Spot node
-preempted while it is followed is started again (runs.restart_preempted), and the run resumes."""
+serial port (a TPU VM: the log the agent keeps in the bucket). Shared by `gantry run` and `gantry logs
+--follow`; Ctrl-C detaches, the run goes on. A Spot node preempted while it is followed is started again
+(runs.restart_preempted), and the run resumes."""
 
 from __future__ import annotations
 
@@ -14,32 +15,32 @@ REATTACH = ("Detached: the run keeps going on the nodes. Re-attach with `make st
             "`make logs ARGS=--follow`; stop it with `make stop`.")
 
 
-def end_of_output(compute, cluster, node) -> int:
-    """The serial port's current end, so that following shows what comes next."""
+def end_of_output(api, node) -> int:
+    """The output's current end, so that following shows what comes next."""
     offset = 0
     while True:
-        text, after = runs.serial_output(compute, cluster, node, offset)
+        text, after = api.output(node, offset)
         if not text or after == offset:
             return after
         offset = after
 
 
-def follow(compute, cluster, run_id: str, env, interval: float) -> ExitStatus:
-    offset = end_of_output(compute, cluster, cluster.master)
+def follow(api, cluster, run_id: str, env, interval: float) -> ExitStatus:
+    offset = end_of_output(api, cluster.master)
     seen: dict[int, tuple] = {}
     try:
         while True:
-            statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+            statuses = [api.node_status(node) for node in cluster.nodes]
             runs.require_nodes(statuses)
-            if runs.restart_preempted(compute, cluster, statuses, env.say, env.environ):
-                statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+            if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
+                statuses = [api.node_status(node) for node in cluster.nodes]
             for status in statuses:
                 key = (status.state, status.report.get("run"), status.report.get("detail"))
                 if seen.get(status.node.rank) != key:
                     seen[status.node.rank] = key
                     detail = f" ({status.report['detail']})" if status.report.get("detail") else ""
                     env.say(f"[node {status.node.rank} {status.node.name}] {status.state}{detail}")
-            text, offset = runs.serial_output(compute, cluster, cluster.master, offset)
+            text, offset = api.output(cluster.master, offset)
             for line in text.splitlines():
                 env.say(f"[node 0] {line}")
             if all(s.report.get("run") == run_id and s.report.get("state") in DONE_STATES for s in statuses):

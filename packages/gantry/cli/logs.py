@@ -1,4 +1,4 @@
-"""gantry logs (make logs): the master's trainer output, read from its serial port through the API."""
+"""gantry logs (make logs): the master's trainer output, read through Google's APIs (no SSH)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "logs"
-HELP = "the trainer's output on node 0 (or --node N), from the serial port; --follow keeps reading"
+HELP = "the trainer's output on node 0 (or --node N), from the serial port (a TPU VM: the bucket); --follow keeps reading"
 DESCRIPTION = """\
 Print what the node agent mirrored to serial port 2: the trainer's output (progress lines, evals)
 and the agent's own events. No SSH: it comes through the Compute API (getSerialPortOutput), which
-keeps the last 1 MB. --follow polls for new output until Ctrl-C; the run is not affected.
+keeps the last 1 MB. A Cloud TPU VM has no serial port API: there the agent uploads the same output
+every few seconds to the run's folder (gs://BUCKET/runs/RUN_ID/logs/node-N.log), read from there.
+--follow polls for new output until Ctrl-C; the run is not affected.
 
 examples:
   gantry logs
@@ -29,14 +31,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     if not 0 <= args.node < len(cluster.nodes):
         raise GantryError(f"--node {args.node} does not exist", f"Choose 0..{len(cluster.nodes) - 1}.")
     node = cluster.nodes[args.node]
     offset = 0
     try:
         while True:
-            text, offset = runs.serial_output(compute, cluster, node, offset)
+            text, offset = api.output(node, offset)
             if text:
                 env.stdout.write(text)
                 env.stdout.flush()

@@ -81,10 +81,10 @@ def run(args, env) -> ExitStatus:
     if program is not None and args.config is not None:
         raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
                           f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
-    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     run_id = args.resume or args.run_id or runs.new_run_id()
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
-    check_nothing_runs(compute, cluster, run_id, args, env)
+    check_nothing_runs(api, cluster, run_id, args, env)
     trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
@@ -92,22 +92,22 @@ def run(args, env) -> ExitStatus:
             + (" (the trainer resumes from its newest checkpoint there)" if args.resume else ""))
     if program is not None:
         env.say(f"Program: torchrun {' '.join(program)} (rendezvous at node 0; GANTRY_RUN_DIR={run_url})")
-    runs.ensure_running(compute, cluster, env.say)
+    api.ensure_running(env.say)
     specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url,
                               config=args.config or DEFAULT_CONFIG, master_port=args.master_port,
                               nproc_per_node=args.nproc_per_node, torchrun=program is not None)
     for node, spec in zip(cluster.nodes, specs):
-        runs.write_spec(compute, cluster, node, spec)
+        api.write_spec(node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
     if args.detach:
         env.say("Started. Follow it with `make status` or `make logs ARGS=--follow`; stop it with `make stop`.")
         return ExitStatus.OK
-    return follow(compute, cluster, run_id, env, args.interval)
+    return follow(api, cluster, run_id, env, args.interval)
 
 
-def check_nothing_runs(compute, cluster, run_id: str, args, env) -> None:
+def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:
     """A new launch replaces whatever the nodes run: refuse unless the user said so."""
-    statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    statuses = [api.node_status(node) for node in cluster.nodes]
     runs.require_nodes(statuses)
     active = runs.active_runs(statuses)
     if not active or args.replace:

@@ -37,10 +37,10 @@ def _age(seconds) -> str:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
-    statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
-    if runs.restart_preempted(compute, cluster, statuses, env.say, env.environ):
-        statuses = [runs.node_status(compute, cluster, node) for node in cluster.nodes]
+    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    statuses = [api.node_status(node) for node in cluster.nodes]
+    if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
+        statuses = [api.node_status(node) for node in cluster.nodes]
     env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  HEARTBEAT")
     for s in statuses:
         step = s.report.get("step")

@@ -11,13 +11,15 @@ from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "stop"
-HELP = "stop the run on every node after a final checkpoint to the bucket (the VMs keep running)"
+HELP = ("stop the run on every node after a final checkpoint to the bucket (VMs keep running; a TPU VM is stopped "
+        "too)")
 DESCRIPTION = """\
 Set action=stop in every node's run spec. Each agent sends the trainer SIGTERM (`docker stop`
 with a 25 s grace period); the trainer writes a final checkpoint to the bucket and exits.
 `make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
-(and billing) until the agent's idle shutdown powers them off or `make destroy`. Asks first
-unless -y.
+(and billing) until the agent's idle shutdown powers them off or `make destroy`. A Cloud TPU VM
+bills until Cloud TPU stops it, so once its trainer stopped it is stopped too (nodes:stop; also
+when no run is started): `make run-gcp` starts it again. Asks first unless -y.
 
 examples:
   gantry stop
@@ -33,11 +35,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, compute = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
-    specs = {node: runs.read_spec(compute, cluster, node) for node in cluster.nodes}
+    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    specs = {node: api.read_spec(node) for node in cluster.nodes}
     active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
         env.say("No run is started on any node; nothing to stop.")
+        power_down(api, cluster, env)
         return ExitStatus.OK
     run_ids = sorted({spec.run_id for spec in active.values()})
     if not args.yes:
@@ -46,16 +49,19 @@ def run(args, env) -> ExitStatus:
         if not env.confirm(f"Stop run {', '.join(run_ids)} on {len(active)} node(s) (a final checkpoint is kept)?"):
             raise GantryError("cancelled; nothing was stopped", "Run `make stop` again and answer y.")
     for node, spec in active.items():
-        runs.write_spec(compute, cluster, node, dataclasses.replace(spec, action="stop"))
+        api.write_spec(node, dataclasses.replace(spec, action="stop"))
         env.say(f"  node {node.rank} {node.name}: stop requested")
     if args.no_wait:
+        if cluster.use_tpu:
+            env.say("The TPU node keeps billing until it is stopped: `make stop` again without --no-wait stops it once "
+                    "the trainer has stopped.")
         return ExitStatus.OK
     deadline = time.monotonic() + args.timeout
     pending = dict(active)
     while pending and time.monotonic() < deadline:
         for node in list(pending):
-            status = runs.node_status(compute, cluster, node)
-            if status.vm != "RUNNING" or status.report.get("state") in (*DONE_STATES, "idle"):
+            status = api.node_status(node)
+            if not status.up or status.report.get("state") in (*DONE_STATES, "idle"):
                 step = status.report.get("step")
                 env.say(f"  node {node.rank} {node.name}: {status.state}" + (f" at step {step}" if step else ""))
                 del pending[node]
@@ -64,6 +70,15 @@ def run(args, env) -> ExitStatus:
     if pending:
         raise GantryError(f"{len(pending)} node(s) did not report stopped within {args.timeout:.0f} s",
                           "Check `make status` and `make logs`; the stop request stays in place.")
+    power_down(api, cluster, env)
     env.say(f"Stopped run {', '.join(run_ids)}. Resume with `make run-gcp ARGS=\"--resume {run_ids[0]}\"`; "
             f"copy it here with `make fetch RUN={run_ids[0]}`.")
     return ExitStatus.OK
+
+
+def power_down(api, cluster, env) -> None:
+    """Stop the nodes that bill until their API stops them (a TPU VM: nodes:stop); a VM powers itself off idle."""
+    for node in cluster.nodes:
+        if api.power_down(node):
+            env.say(f"  node {node.rank} {node.name}: TPU node stopped, no longer billing for the TPU "
+                    "(`make run-gcp` starts it again)")
