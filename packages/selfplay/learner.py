@@ -17,7 +17,7 @@ from .config import Config
 from .distributed import DistInfo, to_cpu
 from .games import Game
 from .hardware import Precision
-from .model import build_model
+from .model import build_model, value_units_firing
 
 
 def lr_factor(progress: float, schedule: str, final_fraction: float) -> float:
@@ -58,6 +58,7 @@ class Learner:
                                            weight_decay=cfg.learner.weight_decay)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision.use_grad_scaler)
         self.rng = np.random.default_rng(seed)
+        self.last_planes: np.ndarray | None = None
         # An exponential moving average of the weights (BatchNorm statistics included) grades and plays in the
         # arena: the last few hundred steps' noise averages out instead of deciding the final figures.
         half_life = cfg.learner.ema_half_life_steps
@@ -90,6 +91,7 @@ class Learner:
         if flip.any():
             planes[flip] = game.flip_planes(planes[flip])
             policy[flip] = game.flip_policy(policy[flip])
+        self.last_planes = planes  # what value_units_firing looks at
         with self.device_lock if self.device.type == "xla" else nullcontext():
             return self._step(planes, policy, batch)
 
@@ -122,6 +124,16 @@ class Learner:
         policy, value, total, entropy = losses.tolist()  # one transfer, not four
         return {"losses/policy": policy, "losses/value": value, "losses/total": total,
                 "losses/policy_target_entropy": entropy}
+
+    def value_units_firing(self) -> float | None:
+        """model.value_units_firing on the last batch (None before the first step), for the progress records."""
+        if self.last_planes is None:
+            return None
+        with self.device_lock if self.device.type == "xla" else nullcontext():
+            self.model.eval()  # running statistics, untouched; the next step sets train() again
+            x = torch.from_numpy(self.last_planes).to(self.device)
+            with self.precision.autocast():
+                return value_units_firing(self.model, x)
 
     def playing_model(self) -> torch.nn.Module:
         """The weights to grade and to pit against others: the moving average when kept (checkpoint.playing_weights)."""

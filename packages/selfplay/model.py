@@ -70,6 +70,17 @@ def build_model(game, channels: int, blocks: int, policy_filters: int = 32,
     return PolicyValueNet(game.num_planes, h, w, game.num_actions, channels, blocks, policy_filters, value_filters)
 
 
+def value_units_firing(model: PolicyValueNet, planes: torch.Tensor) -> float:
+    """The fraction of the value head's hidden ReLUs that fire on at least one of ``planes``.
+
+    0 means a dead value head: it answers the same value for every position and search runs on the policy alone
+    (learner.warmup_factor says how that happened). Runs the net as it plays (eval mode), without gradients."""
+    hidden = model.value_head[:-2]  # 1x1 conv, BatchNorm, ReLU, flatten, Linear, ReLU: the hidden units
+    with torch.no_grad():
+        units = hidden(model.trunk(model.stem(planes)))
+    return float((units.amax(dim=0) > 0).float().mean())
+
+
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

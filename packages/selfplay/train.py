@@ -124,11 +124,20 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         runlog.say(f"checkpoint {path}" + (f" -> {run_dir.url}" if run_dir.remote else "")
                    + (" (final)" if final else ""))
 
+    warned_dead_value = False
+
     def log_window(seconds: float) -> None:
+        nonlocal warned_dead_value
         metrics = window.metrics(selfplay.pool, replay, counters, step, seconds)
         metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
+        metrics["learner/value_units_firing"] = firing = learner.value_units_firing()
         runlog.record(step, metrics)
         runlog.say(progress_line(metrics, evals.last))
+        if firing == 0 and step > lc.warmup_steps and not warned_dead_value:
+            warned_dead_value = True
+            runlog.say("warning: no unit of the value head's hidden layer fires on the last batch, so the value is "
+                       "the same for every position and search runs on the policy alone; start a new run (another "
+                       "--run.dir) with a longer --learner.warmup_steps or a lower --learner.lr")
 
     started = time.monotonic()
     last_log = last_ckpt = started

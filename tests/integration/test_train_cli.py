@@ -34,6 +34,8 @@ def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
     assert (run / "ckpt-000000060.pt").is_file() and list((run / "tb").iterdir())
     stats = records(run)
     assert stats and {"charts/positions_per_s", "losses/total", "learner/buffer_size"} <= set(stats[-1])
+    firing = [r["learner/value_units_firing"] for r in stats if r["learner/value_units_firing"] is not None]
+    assert firing and all(0 < f <= 1 for f in firing)  # a live value head, measured once the learner stepped
     finished = [r for r in stats if r["selfplay/game_length"] is not None]  # windows in which games ended
     assert finished and all(5 <= r["selfplay/game_length"] <= 9 and 0 <= r["selfplay/draw_rate"] <= 1
                             for r in finished)  # tic-tac-toe: 5 to 9 plies

@@ -12,7 +12,7 @@ from selfplay.distributed import DistInfo
 from selfplay.games import make_game
 from selfplay.hardware import Precision
 from selfplay.learner import Learner, lr_factor, warmup_factor
-from selfplay.model import build_model
+from selfplay.model import build_model, value_units_firing
 
 
 def test_cosine_decays_from_the_base_rate_to_the_final_fraction_and_constant_stays():
@@ -109,3 +109,32 @@ def test_no_average_plays_the_raw_weights():
     cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.ema_half_life_steps=0"])
     learner = Learner(cfg, make_game("connect4"), Precision(torch.device("cpu"), None, False), DistInfo(), 0)
     assert learner.playing_model() is learner.model and "ema" not in learner.state_dict()
+
+
+def test_a_dead_value_head_is_measured_as_no_unit_firing_and_then_values_every_position_alike():
+    game = make_game("connect4")
+    model = build_model(game, 8, 1).eval()
+    positions = torch.from_numpy(game.encode(game.states_from_moves([[], [3], [3, 3], [0, 1, 2, 3, 4]])))
+    assert value_units_firing(model, positions) > 0.5  # a fresh net: most hidden units fire somewhere
+    with torch.no_grad():
+        model.value_head[4].bias.fill_(-1e3)  # every hidden unit pushed negative, as Adam's first steps did
+    assert value_units_firing(model, positions) == 0
+    with torch.no_grad():
+        _, value = model(positions)
+    assert torch.all(value == value[0])  # the value no longer depends on the position
+
+
+def test_the_learner_reports_its_value_units_on_the_last_batch_and_leaves_batchnorm_alone():
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1"])
+    game = make_game("connect4")
+    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    assert learner.value_units_firing() is None  # no batch yet
+    rng = np.random.default_rng(0)
+    states = game.states_from_moves([list(rng.integers(0, 7, size=5)) for _ in range(32)])
+    batch = {"states": states, "policy": np.full((32, 7), 1 / 7, dtype=np.float32),
+             "z": rng.choice([-1.0, 1.0], 32).astype(np.float32), "q": np.zeros(32, dtype=np.float32)}
+    learner.step(batch)
+    before = {k: v.clone() for k, v in learner.model.state_dict().items() if "running" in k}
+    assert 0 < learner.value_units_firing() <= 1
+    after = {k: v for k, v in learner.model.state_dict().items() if "running" in k}
+    assert all(torch.equal(before[k], after[k]) for k in before)  # measured as the net plays, statistics untouched
