@@ -331,9 +331,15 @@ def check_shape(data, source: str) -> dict:
         known = [f.name for f in dataclasses.fields(SECTIONS[name])]
         for key in values or {}:
             _check(key in known or f"{name}.{key}" in RETIRED_KEYS,
-                   f"unknown key {name}.{key} in {source}: {_did_you_mean(str(key), known)}"
+                   f"unknown key {_dotted(name, key)} in {source}: {_did_you_mean(str(key), known)}"
                    f"valid keys are {', '.join(known)}")
     return {name: dict(values or {}) for name, values in data.items()}
+
+
+def _dotted(section: str, key) -> str:
+    """section.key as a user typed it, quoted when the key holds anything but a name (a newline would
+    otherwise split the one-line error)."""
+    return f"{section}.{key}" if str(key).isidentifier() else repr(f"{section}.{key}")
 
 
 def from_dict(data: dict | None) -> Config:

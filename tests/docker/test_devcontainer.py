@@ -80,7 +80,10 @@ def test_dev_container_comes_up_and_runs_the_fast_suite(cpu_image, tmp_path, rec
         print(f"devcontainer up {up_s:.0f} s, make test-fast inside {fast_s:.0f} s")
         output = fast.stdout + fast.stderr
         summary = SUMMARY.search(output)
-        assert fast.returncode == 0, f"make test-fast failed inside the dev container:\n{output[-8000:]}"
+        # The failures' own section, not the output's tail: -ra's skip lines would push it out of sight.
+        failures = re.search(r"^=+ (FAILURES|ERRORS) =+$.*?(?=^=+ short test summary)", output, re.M | re.S)
+        shown = failures.group(0)[:12000] if failures else output[-8000:]
+        assert fast.returncode == 0, f"make test-fast failed inside the dev container:\n{shown}\n{output[-2000:]}"
         assert summary, f"no pytest summary line:\n{output[-4000:]}"
         assert not re.search(r"\d+ (failed|errors?)\b", summary.group(1)), summary.group(0)
         # The container's own venv ran it, never the host's .venv (none is in the copy anyway).

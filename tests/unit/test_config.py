@@ -4,7 +4,7 @@ import re
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from selfplay.__main__ import main, resolve_config
 from selfplay.config import SECTIONS, ConfigError, load
@@ -116,6 +116,7 @@ documents = scalars | st.lists(scalars, max_size=3) | st.dictionaries(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=documents)
+@example(document={"search": {"simul\nations": 10}})  # found by CI in the dev container: a two-line error
 def test_any_malformed_config_is_one_config_error_never_a_crash(tmp_path, document):
     path = tmp_path / "generated.yaml"
     path.write_text(yaml.safe_dump(document))
