@@ -8,14 +8,12 @@ which the agent writes at /dev/ttyS1.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gantry.agent import REPORT_KEY, RunSpec
-from gantry.errors import GantryError
 from gantry.gcp import Compute
-from gantry.runs import DELETED, STOPPED_STATES, Cluster, Node, NodeStatus, nodes_deleted
+from gantry.runs import DELETED, STOPPED_STATES, Cluster, Node, NodeStatus, nodes_deleted, wait_until_up
 
 SERIAL_PORT = 2  # the agent writes the trainer's output to /dev/ttyS1 = port 2
 
@@ -45,17 +43,9 @@ class ComputeNodes:
                 waiting.append(node)
             elif status != "RUNNING":
                 waiting.append(node)
-        deadline = time.monotonic() + timeout_s
-        while waiting:
-            waiting = [n for n in waiting if self.instance(n).status != "RUNNING"]
-            if not waiting:
-                break
-            if time.monotonic() > deadline:
-                names = ", ".join(n.name for n in waiting)
-                raise GantryError(f"node(s) {names} did not reach RUNNING in {timeout_s:.0f} s",
-                                  "See `gcloud compute instances describe` for the cause (a Spot stock-out?), "
-                                  "then `make run-gcp` again.")
-            time.sleep(poll_s)
+        wait_until_up(waiting, lambda n: self.instance(n).status, "RUNNING", timeout_s, poll_s, "node(s)",
+                      "See `gcloud compute instances describe` for the cause (a Spot stock-out?), then `make run-gcp` "
+                      "again.")
 
     def start(self, node: Node) -> None:
         self.compute.instances.start(project=self.cluster.project, zone=node.zone, instance=node.name).result()

@@ -156,6 +156,21 @@ class NodeApi(Protocol):
         """The trainer's output on the node from byte ``start``: (text, the next start)."""
 
 
+def wait_until_up(waiting: list[Node], state_of: Callable[[Node], str], up: str, timeout_s: float, poll_s: float,
+                  what: str, fix: str) -> None:
+    """Poll ``state_of`` until every node in ``waiting`` is ``up``; past ``timeout_s`` one error names the laggards
+    (``what``: "node(s)" or "TPU node(s)") and ``fix``."""
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        waiting = [n for n in waiting if state_of(n) != up]
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            names = ", ".join(n.name for n in waiting)
+            raise GantryError(f"{what} {names} did not reach {up} in {timeout_s:.0f} s", fix)
+        time.sleep(poll_s)
+
+
 def nodes_deleted(nodes, by: str = "Google Compute Engine") -> GantryError:
     """Google deletes Spot nodes with termination_action = DELETE (at preemption, or at max_run_hours)."""
     names = ", ".join(f"{n.name} ({n.zone})" for n in nodes)

@@ -36,6 +36,7 @@ from gantry.runs import (
     NodeStatus,
     nodes_deleted,
     tpu_preempted,
+    wait_until_up,
 )
 
 SERVICE = "tpu"
@@ -151,17 +152,8 @@ class TpuNodes:
                 waiting.append(node)
             elif state != READY:
                 waiting.append(node)
-        deadline = time.monotonic() + timeout_s
-        while waiting:
-            waiting = [n for n in waiting if self.get(n).get("state") != READY]
-            if not waiting:
-                break
-            if time.monotonic() > deadline:
-                names = ", ".join(n.name for n in waiting)
-                raise GantryError(f"TPU node(s) {names} did not reach READY in {timeout_s:.0f} s",
-                                  "See `gcloud compute tpus tpu-vm describe` for its state and health, then "
-                                  "`make run-gcp` again.")
-            time.sleep(poll_s)
+        wait_until_up(waiting, lambda n: self.get(n).get("state"), READY, timeout_s, poll_s, "TPU node(s)",
+                      "See `gcloud compute tpus tpu-vm describe` for its state and health, then `make run-gcp` again.")
 
     def output(self, node: Node, start: int = 0) -> tuple[str, int]:
         """The run's output on this node from byte ``start``, read from the log the agent keeps in the run's folder;
