@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import http.client
 import json
 import os
 import random
@@ -729,8 +730,8 @@ class Agent:
                    "`make apply`)" if exc.code == 403 else "the Cloud TPU API refused it")
             self.self_stop_failed(node, f"HTTP {exc.code} {status}: {message}; {fix}")
             return False
-        except (MetadataError, OSError, ValueError) as exc:
-            self.self_stop_failed(node, str(exc))
+        except (MetadataError, OSError, ValueError, http.client.HTTPException) as exc:  # a half answer is no crash
+            self.self_stop_failed(node, str(exc) or type(exc).__name__)
             return False
         self.set_state("powering-off", why)
         self.published_at = 0.0
@@ -803,7 +804,7 @@ def google_error(exc: urllib.error.HTTPError) -> tuple[str, str]:
     try:
         error = json.loads(exc.read() or b"{}").get("error") or {}
         return str(error.get("status") or exc.reason), str(error.get("message") or exc.reason)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
         return str(exc.reason), str(exc.reason)
 
 

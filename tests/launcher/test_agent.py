@@ -307,3 +307,18 @@ def test_the_tpu_env_attribute_names_the_node():
                         "ZONE: 'us-central2-b'\nTOPOLOGY: '2x2x1'\nnot a key line\n")
     assert (env[TPU_PROJECT_KEY], env[TPU_ZONE_KEY], env[TPU_NODE_KEY]) == ("my-proj", "us-central2-b", "my-node")
     assert env["TOPOLOGY"] == "2x2x1"
+
+
+def test_an_unreachable_tpu_api_is_one_line_and_the_stop_is_tried_again(tmp_path, metadata, capsys):
+    """No network to Cloud TPU (a closed port here): power_off answers False, so its caller tries again later."""
+    from gantry.agent import Agent, Settings
+
+    agent = Agent(Settings({"GANTRY_METADATA_URL": metadata.url, "GANTRY_AGENT_TPU_URL": "http://127.0.0.1:9",
+                            "GANTRY_AGENT_SERIAL": str(tmp_path / "serial"), "GANTRY_AGENT_STATE_DIR": str(tmp_path)}))
+    agent.on_tpu, agent.tpu_env = True, {"NODE_ID": TPU_NODE}  # the project and zone from the metadata server
+    assert agent.power_off("no run for 60.0 min (idle_shutdown_minutes)") is False
+    assert not agent.powered_off and agent.state == "error"
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "could not stop TPU node" in line]
+    assert line.startswith(f"gantry-agent: could not stop TPU node projects/demo-project/locations/us-central1-a/"
+                           f"nodes/{TPU_NODE}: ")
+    assert line.endswith("; `make stop` stops it meanwhile; retrying in 300 s")
