@@ -36,6 +36,7 @@ module "startup_script" {
   use_gpu               = var.use_gpu
   registry_host         = local.registry_host
   idle_shutdown_minutes = var.idle_shutdown_minutes
+  max_run_hours         = var.max_run_hours
   required_cuda_version = var.required_cuda_version
 }
 

@@ -53,5 +53,7 @@ resource "google_tpu_v2_vm" "node" {
     google_artifact_registry_repository_iam_member.node_reader,
     google_storage_bucket_iam_member.node_object_admin,
     google_project_iam_member.node_log_writer,
+    # The agent stops the node itself (idle, crash loop, max_run_hours): the grant must exist first.
+    google_project_iam_member.node_tpu_self_stop,
   ]
 }

@@ -80,7 +80,7 @@ variable "subnet_cidr" {
 #### node agent and storage ####
 
 variable "idle_shutdown_minutes" {
-  description = "The node agent powers a node off after this many minutes without a run (0 = never). Stopped nodes bill only their disk."
+  description = "The node agent powers a node off (stops a TPU VM's node, nodes:stop) after this many minutes without a run (0 = never). Stopped nodes bill only their disk."
   type        = number
   default     = 60
 
@@ -252,7 +252,7 @@ variable "spot" {
 }
 
 variable "max_run_hours" {
-  description = "GCE-enforced limit on how long each node runs (max_run_duration); the VM is stopped or deleted (termination_action) even if the laptop and the Terraform state are lost. 0 = no limit."
+  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). 0 = no limit."
   type        = number
   default     = 0
 
@@ -285,12 +285,12 @@ variable "use_tpu" {
     error_message = "use_tpu and use_gpu are mutually exclusive: set use_gpu = false for a TPU VM, or use_tpu = false for an N1 + GPU node."
   }
 
-  # A TPU VM bills hundreds of dollars a day until it is deleted; refuse to create one with no end.
-  # Unlike C4/N1, nothing enforces the limit on a TPU VM: google_tpu_v2_vm (google-beta 8.7.0) has no
-  # run-duration setting, so max_run_hours is the budget `make cost` prices and `make destroy` ends.
+  # A TPU VM bills hundreds of dollars a day until it is stopped or deleted; refuse to create one with
+  # no end. google_tpu_v2_vm (google-beta 8.7.0) has no run-duration setting, so the node agent enforces
+  # max_run_hours (GANTRY_MAX_RUN_HOURS): it stops its own TPU node once the host has been up that long.
   validation {
     condition     = !var.use_tpu || var.max_run_hours > 0
-    error_message = "use_tpu = true needs max_run_hours > 0 (e.g. max_run_hours = 8): a forgotten TPU VM bills hundreds of dollars a day; run `make destroy` when done."
+    error_message = "use_tpu = true needs max_run_hours > 0 (e.g. max_run_hours = 8): the node agent stops the TPU node after that long, since a forgotten TPU VM bills hundreds of dollars a day; run `make destroy` when done."
   }
 
   # The single-host types in infra/tpu_zones.json are one VM each; a multi-host slice is a different deployment.

@@ -88,6 +88,14 @@ run "cpu_standard_1_node" {
     error_message = "Roles are granted on this project's logs and this deployment's bucket only."
   }
   assert {
+    condition     = length(google_project_iam_custom_role.tpu_self_stop) == 0 && length(google_project_iam_member.node_tpu_self_stop) == 0
+    error_message = "Only a TPU node stops itself through an API: a VM gets no TPU role (GCE enforces max_run_hours, the agent powers the VM off)."
+  }
+  assert {
+    condition     = strcontains(module.startup_script.script, "readonly max_run_hours=\"0\"")
+    error_message = "max_run_hours reaches the agent's environment (GANTRY_MAX_RUN_HOURS) from infra/variables.tf."
+  }
+  assert {
     condition     = google_storage_bucket.runs.uniform_bucket_level_access == true && google_storage_bucket.runs.public_access_prevention == "enforced"
     error_message = "The runs bucket must be private: uniform access and public access prevention."
   }

@@ -85,6 +85,18 @@ run "tpu_v3_8_standard" {
     condition     = output.node_names == tolist(["gantry-test-node-0"]) && output.node_zones == tolist(["us-central1-a"])
     error_message = "The launcher's outputs name the TPU VM."
   }
+  assert {
+    condition     = toset(google_project_iam_custom_role.tpu_self_stop[0].permissions) == toset(["tpu.nodes.get", "tpu.nodes.stop"]) && google_project_iam_custom_role.tpu_self_stop[0].project == "standin-proj"
+    error_message = "The TPU node's account may get and stop TPU nodes in this project, nothing more (the agent's nodes:stop)."
+  }
+  assert {
+    condition     = google_project_iam_member.node_tpu_self_stop[0].member == "serviceAccount:gantry-test-node@standin-proj.iam.gserviceaccount.com" && google_project_iam_member.node_tpu_self_stop[0].project == "standin-proj"
+    error_message = "The self-stop role goes to the node service account only."
+  }
+  assert {
+    condition     = strcontains(module.startup_script.script, "readonly max_run_hours=\"8\"") && strcontains(module.startup_script.script, "GANTRY_MAX_RUN_HOURS=$max_run_hours")
+    error_message = "max_run_hours reaches the agent (GANTRY_MAX_RUN_HOURS), which stops the TPU node after it: Cloud TPU has no run-duration limit."
+  }
 }
 
 run "tpu_v5e_spot" {

@@ -10,23 +10,31 @@ started by systemd (gantry-agent.service, see infra/modules/startup_script). No 
 
 On a Cloud TPU VM the launcher reaches the node through the Cloud TPU API, which has metadata and guest
 attributes but no serial port: there the agent also keeps the run's output in the run's bucket folder
-(ConsoleLog), and it never powers the host off, since that does not stop a TPU node's billing.
+(ConsoleLog). Powering a TPU VM's host off does not stop the node's billing, and Cloud TPU has no run-duration
+limit, so there the agent stops its own node through the Cloud TPU API (nodes:stop, the VM's token) where a VM
+powers off, and also once the node has been up GANTRY_MAX_RUN_HOURS (max_run_hours, which GCE enforces on a VM):
+
+    agent --POST v2/projects/P/locations/ZONE/nodes/NODE:stop--> tpu.googleapis.com    (P, ZONE, NODE: tpu-env)
 
 The run spec (JSON in attribute gantry-run) is ``RunSpec`` below: the launch contract, defined here
 once and imported by the launcher (gantry.runs), since this stdlib-only file is what the nodes run.
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
-trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off
-after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of crash-looping.
+trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off (stops
+the TPU node) after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of
+crash-looping; on a TPU VM up for GANTRY_MAX_RUN_HOURS it stops the trainer the same graceful way, then the node.
+A stop that fails (no permission, no network) is logged in one line naming the fix and tried again later.
 Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
-line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL.
+line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL, GANTRY_AGENT_TPU_URL,
+GANTRY_AGENT_UPTIME_FILE.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import glob
+import http.client
 import json
 import os
 import random
@@ -78,6 +86,18 @@ CONSOLE_LOG = "logs/node-{rank}.log"
 # Cloud TPU puts this instance attribute on its VMs (torch_xla reads the TPU's topology from it): how the agent
 # knows it runs on a TPU VM before any TPU run spec arrives.
 TPU_ENV_ATTRIBUTE = "tpu-env"
+# Its lines are `KEY: 'value'`; these name the node the agent stops (nodes:stop). Google does not document tpu-env;
+# the key names are what Google's own MaxText reads on TPU VMs (github.com/AI-Hypercomputer/maxtext,
+# multihost_job.py, get_env_command_str: `grep '^NODE_ID' /tmp/tpu-env | cut -d "'" -f 2`, likewise ZONE and
+# CONSUMER_PROJECT_ID). The project and zone fall back to the metadata server's standard project/project-id and
+# instance/zone; the node's name has no other source (a TPU VM's instance name is t1v-n-...-w-0, not the node's).
+TPU_PROJECT_KEY, TPU_ZONE_KEY, TPU_NODE_KEY = "CONSUMER_PROJECT_ID", "ZONE", "NODE_ID"
+# max_run_hours (infra/variables.tf) reaches the agent in /etc/gantry/agent.env under this name, rendered by
+# infra/modules/startup_script as idle_shutdown_minutes is. GCE enforces it on a VM (max_run_duration); on a TPU VM
+# (google_tpu_v2_vm has no run-duration setting) the agent does: the node's uptime, so each start has the full budget.
+MAX_RUN_HOURS_ENV = "GANTRY_MAX_RUN_HOURS"
+# What the node's service account needs to stop its own TPU node (infra/iam.tf grants these when use_tpu).
+TPU_STOP_PERMISSION = "tpu.nodes.stop"
 
 
 def console_log_url(run_dir: str, rank: int) -> str:
@@ -177,6 +197,13 @@ class Settings:
         self.registry_host = get("GANTRY_REGISTRY_HOST", "")
         self.idle_minutes = float(get("GANTRY_IDLE_SHUTDOWN_MINUTES", "0"))  # 0 = never power off
         self.crash_loop_minutes = float(get(CRASH_LOOP_ENV, str(CRASH_LOOP_SHUTDOWN_MINUTES)))  # 0 = never
+        self.max_run_hours = float(get(MAX_RUN_HOURS_ENV, "0"))  # enforced on a TPU VM only; 0 = no limit
+        # Seconds since boot (the node's uptime for max_run_hours); tests: a file they write.
+        self.uptime_file = get("GANTRY_AGENT_UPTIME_FILE", "/proc/uptime")
+        # The Cloud TPU API, where a TPU VM's agent stops its own node; tests: a fake.
+        self.tpu_url = get("GANTRY_AGENT_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+        # How soon a power-off or TPU node stop that failed is tried again (a missing role, no network).
+        self.stop_retry_seconds = float(get("GANTRY_AGENT_STOP_RETRY_SECONDS", "300"))
         self.log_file = get("GANTRY_AGENT_LOG_FILE", "")
         self.docker = shlex.split(get("GANTRY_AGENT_DOCKER", "docker"))
         self.poweroff = shlex.split(get("GANTRY_AGENT_POWEROFF", "systemctl poweroff"))
@@ -251,6 +278,9 @@ class Metadata:
     def token(self) -> str:
         body, _ = self._request("instance/service-accounts/default/token")
         return json.loads(body)["access_token"]
+
+    def get(self, path: str) -> str:
+        return self._request(path)[0].strip()
 
     def put_guest_attribute(self, namespace: str, key: str, value: str) -> None:
         self._request(f"instance/guest-attributes/{namespace}/{key}", method="PUT", data=value.encode())
@@ -349,7 +379,11 @@ class Agent:
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
-        self.on_tpu = False  # a Cloud TPU VM: its output also goes to the bucket, and it never powers itself off
+        self.on_tpu = False  # a Cloud TPU VM: its output also goes to the bucket, and it stops its node, not the host
+        self.tpu_env = {}  # the tpu-env attribute's keys (parse_tpu_env): which node this is
+        self.started = time.monotonic()  # the uptime's stand-in where the uptime file cannot be read
+        self.out_of_time = False  # past max_run_hours on a TPU VM: no trainer starts again on this boot
+        self.max_run_retry_at = 0.0
         self.console = None  # ConsoleLog of the current run on a TPU VM
         self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
 
@@ -383,6 +417,8 @@ class Agent:
                 failures = 0
                 self.spec = parse_spec(attributes.get(self.s.run_key), self.log)
                 self.on_tpu = self.on_tpu or TPU_ENV_ATTRIBUTE in attributes or bool(self.spec and self.spec.tpu)
+                if TPU_ENV_ATTRIBUTE in attributes:
+                    self.tpu_env = parse_tpu_env(attributes[TPU_ENV_ATTRIBUTE])
             except MetadataError as exc:
                 failures += 1
                 delay = min(60.0, 2.0 ** failures) * random.uniform(0.8, 1.2)
@@ -397,13 +433,14 @@ class Agent:
                 self.console.flush()
             self.check_idle()
             self.check_crash_loop()
+            self.check_max_run()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
             if self.etag == previous and time.monotonic() - started < 1.0:
                 time.sleep(1.0)
 
     def reconcile(self) -> None:
-        if self.powered_off:
-            return  # going down: starting a trainer now would only be killed
+        if self.powered_off or self.out_of_time:
+            return  # going down (or due to): starting a trainer now would only be killed
         spec = self.spec
         if spec is None or spec.action == "stop":
             self.loop_since = None
@@ -615,7 +652,7 @@ class Agent:
         if idle_for < self.s.idle_minutes * 60:
             return
         if not self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)"):
-            self.idle_since = time.monotonic()  # try again after another idle period
+            self.idle_since = self.retry_clock(self.s.idle_minutes)
 
     def check_crash_loop(self) -> None:
         """Power off a node whose trainer keeps failing without a new step (a Spot peer preempted): it would
@@ -631,21 +668,93 @@ class Agent:
                f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
                f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
         if not self.power_off(why):
-            self.loop_since = time.monotonic()
+            self.loop_since = self.retry_clock(self.s.crash_loop_minutes)
+
+    def retry_clock(self, limit_minutes: float) -> float:
+        """The start of a period that ends stop_retry_seconds from now (or after the whole limit, if shorter): a
+        failed power-off or node stop is tried again soon, not only after another idle or crash-loop period."""
+        return time.monotonic() - max(0.0, limit_minutes * 60 - self.s.stop_retry_seconds)
+
+    def check_max_run(self) -> None:
+        """On a TPU VM up for max_run_hours: checkpoint the trainer (SIGTERM), then stop the node. GCE does this
+        itself on a VM (max_run_duration); Cloud TPU has no such limit, so without this a forgotten TPU bills on."""
+        if not self.on_tpu or self.s.max_run_hours <= 0 or self.powered_off:
+            return
+        up_for = self.uptime()
+        if up_for < self.s.max_run_hours * 3600 or time.monotonic() < self.max_run_retry_at:
+            return
+        self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
+        if self.container and self.container_status(self.container)[0] == "running":
+            self.stop_container(self.container, "max_run_hours: stopping the TPU node")
+        run = self.spec.run_id if self.spec else "RUN_ID"
+        why = (f"the node has been up {up_for / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
+               f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and resumes the run")
+        if not self.power_off(why):
+            self.max_run_retry_at = time.monotonic() + self.s.stop_retry_seconds
+
+    def uptime(self) -> float:
+        """Seconds since the host booted: a stopped TPU node started again gets its whole max_run_hours anew, and a
+        restarted agent does not reset the count."""
+        try:
+            with open(self.s.uptime_file, encoding="ascii") as f:
+                return float(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return time.monotonic() - self.started
 
     def power_off(self, why: str) -> bool:
         if self.on_tpu:
-            # Cloud TPU bills a node until nodes:stop or a delete (`gantry stop`, `make destroy`); powering its host
-            # off is neither, and would only cut the launcher off from a node that may still bill.
-            self.log(f"not powering off ({why}): a Cloud TPU VM bills until `make stop` stops it (nodes:stop) or "
-                     "`make destroy` deletes it")
-            return False
+            # Cloud TPU bills a node until nodes:stop or a delete; powering its host off is neither, and would only
+            # cut the launcher off from a node that may still bill. So the node stops itself, as `make stop` would.
+            return self.stop_tpu_node(why)
         self.set_state("powering-off", why)
         self.published_at = 0.0
         self.publish()
         self.log(f"powering off: {' '.join(self.s.poweroff)}")
         self.powered_off = subprocess.run(self.s.poweroff, check=False).returncode == 0
         return self.powered_off
+
+    def stop_tpu_node(self, why: str) -> bool:
+        """nodes:stop of this TPU VM's own node with the VM's token. The Operation it answers is not waited for:
+        Cloud TPU shuts this host down. Any failure is one line naming the fix; the caller tries again later."""
+        node = ""
+        try:
+            node = self.tpu_node()
+            request = urllib.request.Request(
+                f"{self.s.tpu_url}/v2/{node}:stop", data=b"{}", method="POST",
+                headers={"Authorization": f"Bearer {self.metadata.token()}", "Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as response:
+                operation = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:  # before OSError, which it is
+            status, message = google_error(exc)
+            fix = (f"the node service account needs {TPU_STOP_PERMISSION} (infra/iam.tf grants it when use_tpu: "
+                   "`make apply`)" if exc.code == 403 else "the Cloud TPU API refused it")
+            self.self_stop_failed(node, f"HTTP {exc.code} {status}: {message}; {fix}")
+            return False
+        except (MetadataError, OSError, ValueError, http.client.HTTPException) as exc:  # a half answer is no crash
+            self.self_stop_failed(node, str(exc) or type(exc).__name__)
+            return False
+        self.set_state("powering-off", why)
+        self.published_at = 0.0
+        self.publish()
+        self.log(f"stopping TPU node {node} (nodes:stop, operation {operation.get('name', '?')}): {why}")
+        self.powered_off = True
+        return True
+
+    def self_stop_failed(self, node: str, cause: str) -> None:
+        line = (f"could not stop TPU node {node or '(unknown)'}: {cause}; `make stop` stops it meanwhile; "
+                f"retrying in {self.s.stop_retry_seconds:.0f} s")
+        self.log(" ".join(line.split()))  # one line, whatever Google's message holds
+        self.set_state("error", f"could not stop the TPU node: {' '.join(cause.split())}"[:200])
+
+    def tpu_node(self) -> str:
+        """projects/P/locations/ZONE/nodes/NODE of this TPU VM, from tpu-env, else the metadata server's project and
+        zone (the node's name is in tpu-env only)."""
+        env = self.tpu_env
+        if not env.get(TPU_NODE_KEY):
+            raise ValueError(f"the {TPU_ENV_ATTRIBUTE} attribute names no {TPU_NODE_KEY}")
+        project = env.get(TPU_PROJECT_KEY) or self.metadata.get("project/project-id")
+        zone = (env.get(TPU_ZONE_KEY) or self.metadata.get("instance/zone")).rsplit("/", 1)[-1]  # projects/N/zones/Z
+        return f"projects/{project}/locations/{zone}/nodes/{env[TPU_NODE_KEY]}"
 
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
@@ -677,6 +786,26 @@ class Agent:
 # `gantry status` shows each.
 REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
                     "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
+
+
+def parse_tpu_env(text: str) -> dict:
+    """tpu-env's `KEY: 'value'` lines (TPU_ENV_ATTRIBUTE) as a dict of unquoted values."""
+    values = {}
+    for line in str(text).splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
+def google_error(exc: urllib.error.HTTPError) -> tuple[str, str]:
+    """The status and message of Google's JSON error body ({"error": {"code", "message", "status"}}), else the
+    HTTP reason."""
+    try:
+        error = json.loads(exc.read() or b"{}").get("error") or {}
+        return str(error.get("status") or exc.reason), str(error.get("message") or exc.reason)
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return str(exc.reason), str(exc.reason)
 
 
 def parse_spec(raw, log) -> RunSpec | None:

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from gantry.agent import NAMESPACE, RUN_KEY
+from gantry.agent import MAX_RUN_HOURS_ENV, NAMESPACE, RUN_KEY, Settings
 from infra_stubs import APT_LOCKED, install_stubs
 from infra_tools import render_startup_script, require_tool, run
 
@@ -108,7 +108,7 @@ def _healthy_node(root, script, gpu, **kwargs):
 
 
 def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path):
-    node = _healthy_node(tmp_path, rendered(use_gpu=False, idle_shutdown_minutes=45), gpu=False)
+    node = _healthy_node(tmp_path, rendered(use_gpu=False, idle_shutdown_minutes=45, max_run_hours=2.5), gpu=False)
     result = node.boot()
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -131,6 +131,10 @@ def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path
     # the launch contract's names, as the agent and the launcher know them (gantry.agent)
     assert f"GANTRY_RUN_METADATA_KEY={RUN_KEY}" in env and f"GANTRY_GUEST_ATTRIBUTES_NAMESPACE={NAMESPACE}" in env
     assert "GANTRY_IDLE_SHUTDOWN_MINUTES=45" in env
+    # max_run_hours under the name the agent reads it by (it enforces it on a TPU VM, which has no run limit)
+    assert f"{MAX_RUN_HOURS_ENV}=2.5" in env.splitlines()
+    settings = dict(line.split("=", 1) for line in env.splitlines() if "=" in line)
+    assert Settings(settings).max_run_hours == 2.5 and Settings(settings).idle_minutes == 45
     assert f"GANTRY_AGENT_LOG_FILE={tmp_path}/var/log/gantry-agent.log" in env
     assert "systemctl enable gantry-agent.service" in node.commands()
     assert "systemctl restart gantry-agent.service" in node.commands()

@@ -106,6 +106,15 @@ def test_every_root_output_is_read_by_the_launcher():
     assert names and not unread, f"root outputs no launcher code reads (delete them, or read them): {unread}"
 
 
+def test_the_tpu_nodes_role_grants_the_permission_the_agent_names():
+    """The agent's 403 line names TPU_STOP_PERMISSION as what the role in infra/iam.tf grants: they must agree."""
+    from gantry.agent import TPU_STOP_PERMISSION
+
+    role = re.search(r'resource "google_project_iam_custom_role" "tpu_self_stop" \{(.*?)\n\}', (INFRA / "iam.tf").read_text(),
+                     flags=re.DOTALL)
+    assert role and f'"{TPU_STOP_PERMISSION}"' in role.group(1)
+
+
 def test_docs_and_the_launcher_state_the_terraform_version_infra_requires():
     required = re.search(r'required_version = ">= ([0-9.]+)"', (INFRA / "terraform.tf").read_text()).group(1)
     places = [REPO / "packages" / "gantry" / "terraform.py", REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -57,6 +57,9 @@ class Node:
             "GANTRY_AGENT_REPORT_BURST": "3",
             "GANTRY_IDLE_SHUTDOWN_MINUTES": "0",
             "GANTRY_AGENT_STOP_GRACE_SECONDS": "20",
+            # A TPU VM's agent stops its node through the Cloud TPU API: never Google's from a test (a closed port
+            # unless the test serves fake_googleapis).
+            "GANTRY_AGENT_TPU_URL": "http://127.0.0.1:9",
         })
         if entrypoint:
             self.environ["FAKE_DOCKER_ENTRYPOINT"] = " ".join(entrypoint)

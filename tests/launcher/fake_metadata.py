@@ -7,6 +7,8 @@ The shapes follow https://cloud.google.com/compute/docs/metadata (v1):
          ... &wait_for_change=true&last_etag=E&timeout_sec=N         hangs until the ETag differs from E
                                                                      or N seconds pass (then the same body)
     GET  /computeMetadata/v1/instance/service-accounts/default/token {"access_token", "expires_in", ...}
+    GET  /computeMetadata/v1/project/project-id                      the project's ID as text
+    GET  /computeMetadata/v1/instance/zone                           projects/PROJECT_NUMBER/zones/ZONE as text
     PUT  /computeMetadata/v1/instance/guest-attributes/NS/KEY        stores the body
     GET  /computeMetadata/v1/instance/guest-attributes/NS/KEY        reads it back
 
@@ -33,8 +35,9 @@ MAX_WAIT_S = 60
 
 
 class FakeMetadata(LoopbackServer):
-    def __init__(self, instance: dict | None = None):
+    def __init__(self, instance: dict | None = None, project_id: str = "demo-project", zone: str = "us-central1-a"):
         self.instance = instance if instance is not None else {}
+        self.project_id, self.zone = project_id, zone
         self.instance.setdefault("metadata", {"fingerprint": "fp-0", "items": []})
         self.instance.setdefault("guestAttributes", {})  # "ns/key" -> value
         self.requests: list[tuple[float, str, str]] = []  # (monotonic time, method, path with query)
@@ -88,6 +91,11 @@ class FakeMetadata(LoopbackServer):
             body = json.dumps({"access_token": f"fake-token-{self.tokens_issued}", "expires_in": 3599,
                                "token_type": "Bearer"})
             return 200, body, _etag(body)
+        if path == "project/project-id":
+            return 200, self.project_id, _etag(self.project_id)
+        if path == "instance/zone":  # the project's number, not its ID, as GCE answers it
+            value = f"projects/123456789012/zones/{self.zone}"
+            return 200, value, _etag(value)
         if path.startswith("instance/guest-attributes/"):
             value = self.guest_attributes.get(path[len("instance/guest-attributes/"):])
             return (200, value, _etag(value)) if value is not None else (404, "not found", "")

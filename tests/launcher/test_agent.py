@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import STUB_TRAINER, Node, spec, wait_until
+from fake_googleapis import error
 from fake_metadata import FakeMetadata
 
 STUB = [sys.executable, str(STUB_TRAINER)]
@@ -194,11 +195,9 @@ def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     assert "--privileged" not in on_cpu and not any(a.startswith("PJRT_DEVICE=") for a in on_cpu)
 
 
-def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket_and_never_powers_itself_off(tmp_path, metadata, nodes):
-    # Cloud TPU has no serial port API, so `gantry logs` reads the run's output from the run's folder; and it bills
-    # a node until nodes:stop, so idling past idle_shutdown_minutes (3 s here) must not power the host off.
-    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
-                      GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5")
+def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes):
+    # Cloud TPU has no serial port API, so `gantry logs` reads the run's output from the run's folder.
+    node = start_node(nodes, tmp_path, metadata, GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5")
     metadata.set_attribute("tpu-env", "ACCELERATOR_TYPE: 'v3-8'\n")  # what Cloud TPU puts on its VMs
     bucket = tmp_path / "bucket"
     run = {"args": ["--steps", "0"], "tpu": True, "run_dir": f"file://{bucket}/runs/r9"}
@@ -210,6 +209,116 @@ def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket_and_never_powers_itself_of
     assert "step 1 | games 3" in node.output()  # the serial port gets it as before
     metadata.set_attribute("gantry-run", spec("r9", action="stop", **run))
     wait_until(lambda: "SIGTERM: checkpoint at step" in log.read_text(), timeout=90, what="the stop in the bucket")
-    wait_until(lambda: "not powering off (no run for" in node.agent_output(), timeout=60, what="the idle limit")
-    assert not node.poweroff_marker.exists()
-    assert node.report().get("state") == "stopped"
+    wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
+
+
+# ---- a TPU VM stops its own node (nodes:stop): powering its host off would not stop Cloud TPU's billing ----
+TPU_NODE = "gantry-node-0"
+
+
+def tpu_env(**keys: str) -> str:
+    """The tpu-env attribute as Cloud TPU writes it: `KEY: 'value'` lines (agent.TPU_ENV_ATTRIBUTE)."""
+    return "".join(f"{key}: '{value}'\n" for key, value in {"ACCELERATOR_TYPE": "v3-8", **keys}.items())
+
+
+def start_tpu_node(nodes, tmp_path, metadata, apis, **settings) -> Node:
+    return start_node(nodes, tmp_path, metadata, GANTRY_AGENT_TPU_URL=apis.endpoint, **settings)
+
+
+def stop_requests(apis) -> list[str]:
+    return [r for r in apis.requests if r.startswith("POST ") and r.endswith(":stop")]
+
+
+def test_a_tpu_vm_past_max_run_hours_checkpoints_the_trainer_then_stops_its_own_node(tmp_path, metadata, apis,
+                                                                                     nodes):
+    # google_tpu_v2_vm has no run-duration limit: max_run_hours (GANTRY_MAX_RUN_HOURS in agent.env) is the agent's to
+    # enforce, against the host's uptime (a file here, /proc/uptime on a VM) so a restarted agent does not reset it.
+    tpu = apis.add_tpu_node(TPU_NODE, zone="us-central2-b", tpu_type="v4-8")
+    uptime = tmp_path / "uptime"
+    uptime.write_text("60.00 100.00\n")
+    metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE, ZONE="us-central2-b",
+                                              CONSUMER_PROJECT_ID="demo-project", WORKER_ID="0"))
+    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_MAX_RUN_HOURS="0.1",  # 360 s
+                          GANTRY_AGENT_UPTIME_FILE=str(uptime))
+    metadata.set_attribute("gantry-run", spec("r10", args=["--steps", "0"], tpu=True))
+    wait_until(lambda: node.report().get("state") == "running" and (node.report().get("step") or 0) > 0,
+               what="a running trainer")
+    assert not stop_requests(apis)  # 60 s of 360: nothing to stop yet
+
+    uptime.write_text("361.00 700.00\n")  # the node's time is up
+    wait_until(lambda: tpu["state"] == "STOPPED", timeout=90, what="nodes:stop of the node")
+    assert stop_requests(apis) == [f"POST /v2/projects/demo-project/locations/us-central2-b/nodes/{TPU_NODE}:stop"]
+    # the trainer first, gracefully (docker stop = SIGTERM, the trainer checkpoints), then the node
+    assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "20"]
+    assert "SIGTERM: checkpoint at step" in node.output()
+    log = node.agent_output()
+    assert log.index("stopping gantry-run-r10-0 (max_run_hours") < log.index(f"stopping TPU node projects/demo-project/"
+                                                                            f"locations/us-central2-b/nodes/{TPU_NODE}")
+    wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
+    assert "max_run_hours is 0.1" in node.report()["detail"] and "--resume r10" in node.report()["detail"]
+    time.sleep(3)
+    assert len(node.docker_calls("run")) == 1, "the trainer must not start again once the node's time is up"
+    assert not node.poweroff_marker.exists()  # the node, not the host
+
+
+def test_an_idle_tpu_vm_stops_its_own_node(tmp_path, metadata, apis, nodes):
+    # tpu-env names the node; the project and zone come from the metadata server's standard paths when it lacks them.
+    tpu = apis.add_tpu_node(TPU_NODE, zone="us-central1-a")
+    metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE))
+    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05")  # 3 s
+    wait_until(lambda: tpu["state"] == "STOPPED", timeout=60, what="nodes:stop after idle_shutdown_minutes")
+    assert stop_requests(apis) == [f"POST /v2/projects/demo-project/locations/us-central1-a/nodes/{TPU_NODE}:stop"]
+    assert metadata.count("GET", "service-accounts/default/token")  # with the VM's own token
+    wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
+    assert "idle_shutdown_minutes" in node.report()["detail"]
+    assert not node.poweroff_marker.exists()  # powering the host off would not stop the TPU's billing
+
+
+def test_a_tpu_api_refusal_is_one_line_naming_the_fix_and_the_agent_keeps_going(tmp_path, metadata, apis, nodes):
+    # A node account without the role infra/iam.tf grants: Cloud TPU answers 403 (IAM's PERMISSION_DENIED body).
+    tpu = apis.add_tpu_node(TPU_NODE, zone="us-central1-a")
+    full = f"projects/demo-project/locations/us-central1-a/nodes/{TPU_NODE}"
+    apis.errors[r":stop$"] = (403, error(403, "PERMISSION_DENIED", f"Permission 'tpu.nodes.stop' denied on '{full}'",
+                                         reason="IAM_PERMISSION_DENIED", service="tpu.googleapis.com"))
+    metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE, ZONE="us-central1-a",
+                                              CONSUMER_PROJECT_ID="demo-project"))
+    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
+                          GANTRY_AGENT_STOP_RETRY_SECONDS="2")
+    wait_until(lambda: len(stop_requests(apis)) >= 2, timeout=60, what="nodes:stop tried again after the 403")
+    lines = [line for line in node.agent_output().splitlines() if "could not stop TPU node" in line]
+    assert lines and all(line == lines[0] for line in lines), lines
+    assert lines[0] == (f"gantry-agent: could not stop TPU node {full}: HTTP 403 PERMISSION_DENIED: Permission "
+                        f"'tpu.nodes.stop' denied on '{full}'; the node service account needs tpu.nodes.stop "
+                        "(infra/iam.tf grants it when use_tpu: `make apply`); `make stop` stops it meanwhile; "
+                        "retrying in 2 s")
+    assert "Traceback" not in node.agent_output()
+    assert node.process.poll() is None, "the agent must keep running"
+    assert tpu["state"] == "READY" and not node.poweroff_marker.exists()
+
+    del apis.errors[r":stop$"]  # the role granted (`make apply`): the next try stops the node
+    wait_until(lambda: tpu["state"] == "STOPPED", timeout=60, what="the stop once permitted")
+    wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
+
+
+def test_the_tpu_env_attribute_names_the_node():
+    from gantry.agent import TPU_NODE_KEY, TPU_PROJECT_KEY, TPU_ZONE_KEY, parse_tpu_env
+
+    env = parse_tpu_env("ACCELERATOR_TYPE: 'v4-8'\nCONSUMER_PROJECT_ID: 'my-proj'\nNODE_ID: 'my-node'\n"
+                        "ZONE: 'us-central2-b'\nTOPOLOGY: '2x2x1'\nnot a key line\n")
+    assert (env[TPU_PROJECT_KEY], env[TPU_ZONE_KEY], env[TPU_NODE_KEY]) == ("my-proj", "us-central2-b", "my-node")
+    assert env["TOPOLOGY"] == "2x2x1"
+
+
+def test_an_unreachable_tpu_api_is_one_line_and_the_stop_is_tried_again(tmp_path, metadata, capsys):
+    """No network to Cloud TPU (a closed port here): power_off answers False, so its caller tries again later."""
+    from gantry.agent import Agent, Settings
+
+    agent = Agent(Settings({"GANTRY_METADATA_URL": metadata.url, "GANTRY_AGENT_TPU_URL": "http://127.0.0.1:9",
+                            "GANTRY_AGENT_SERIAL": str(tmp_path / "serial"), "GANTRY_AGENT_STATE_DIR": str(tmp_path)}))
+    agent.on_tpu, agent.tpu_env = True, {"NODE_ID": TPU_NODE}  # the project and zone from the metadata server
+    assert agent.power_off("no run for 60.0 min (idle_shutdown_minutes)") is False
+    assert not agent.powered_off and agent.state == "error"
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "could not stop TPU node" in line]
+    assert line.startswith(f"gantry-agent: could not stop TPU node projects/demo-project/locations/us-central1-a/"
+                           f"nodes/{TPU_NODE}: ")
+    assert line.endswith("; `make stop` stops it meanwhile; retrying in 300 s")

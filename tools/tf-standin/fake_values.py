@@ -39,6 +39,7 @@ ID_TEMPLATES = {
     "google_compute_router": "projects/{project}/regions/{region}/routers/{name}",
     "google_compute_router_nat": "{project}/{region}/{router}/{name}",
     "google_compute_subnetwork": "projects/{project}/regions/{region}/subnetworks/{name}",
+    "google_project_iam_custom_role": "projects/{project}/roles/{role_id}",
     "google_project_iam_member": "{project}/{role}/{member}",
     "google_project_service": "{project}/{service}",
     "google_service_account": "projects/{project}/serviceAccounts/{email}",
@@ -129,6 +130,8 @@ class Inventor:
         for key in ("project", "region", "zone", "location"):
             if state.get(key) is Unknown:
                 state[key] = d["region"] if key == "location" else d[key]
+        if self.type_name == "google_project_iam_custom_role" and state.get("name") is Unknown:
+            state["name"] = f"projects/{state['project']}/roles/{state['role_id']}"  # the provider's name is the id
         if state.get("name") is Unknown:
             state["name"] = f"{state.get('name_prefix') or 'standin-'}{digits(self.type_name + str(state), 8)}"
         if self.type_name == "google_service_account":

@@ -55,6 +55,7 @@ FORCE_NEW = {
     "google_compute_router": {"network"},
     "google_compute_router_nat": {"router"},
     "google_compute_subnetwork": {"network"},
+    "google_project_iam_custom_role": {"role_id"},
     "google_project_iam_member": {"role", "member"},
     "google_project_service": {"service"},
     "google_service_account": {"account_id"},

@@ -17,6 +17,7 @@ locals {
     use_gpu               = var.use_gpu
     registry_host         = var.registry_host
     idle_shutdown_minutes = var.idle_shutdown_minutes
+    max_run_hours         = var.max_run_hours
     required_cuda_version = var.required_cuda_version
     agent_metadata_key    = local.agent_metadata_key
     run_metadata_key      = local.run_metadata_key

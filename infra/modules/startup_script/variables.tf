@@ -9,6 +9,17 @@ variable "idle_shutdown_minutes" {
   default     = 60
 }
 
+variable "max_run_hours" {
+  description = "The agent stops a Cloud TPU VM's node (nodes:stop) once it has been up this many hours; GCE enforces it on other VMs (0 = no limit)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.max_run_hours >= 0
+    error_message = "max_run_hours must be >= 0 (0 = no limit)."
+  }
+}
+
 variable "registry_host" {
   description = "Artifact Registry host the node logs in to with its service account token, e.g. us-central1-docker.pkg.dev."
   type        = string
