@@ -135,7 +135,7 @@ variable "spot" {
 }
 
 variable "max_run_hours" {
-  description = "GCE-enforced limit on how long each node runs (max_run_duration); the VM is stopped or deleted (termination_action) even if the laptop and the Terraform state are lost. 0 = no limit."
+  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). 0 = no limit."
   type        = number
   default     = 0
 
