@@ -178,9 +178,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             if now - last_ckpt >= 60 * cfg.run.checkpoint_every_minutes:
                 save()
                 last_ckpt = now
-        # the last, partial window: a run shorter than one log interval still says what it played
-        if time.monotonic() - last_log > 0.05:
-            log_window(time.monotonic() - last_log)
+        # the last, partial window: a run shorter than one log interval still says what it played, and games or
+        # steps that came after the last line are recorded however soon the run ended (bench reads its games)
+        if window.steps or counters["games"] != window.games_at["games"] or time.monotonic() - last_log > 0.05:
+            log_window(max(1e-3, time.monotonic() - last_log))
         if stop:
             runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
     except RuntimeError as error:
