@@ -383,7 +383,7 @@ class Agent:
         self.tpu_env = {}  # the tpu-env attribute's keys (parse_tpu_env): which node this is
         self.started = time.monotonic()  # the uptime's stand-in where the uptime file cannot be read
         self.out_of_time = False  # past max_run_hours on a TPU VM: no trainer starts again on this boot
-        self.max_run_retry_at = 0.0
+        self.next_stop_try = 0.0  # after a failed power-off or node stop: when the next one may be tried
         self.console = None  # ConsoleLog of the current run on a TPU VM
         self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
 
@@ -431,9 +431,10 @@ class Agent:
             self.publish()
             if self.console:
                 self.console.flush()
-            self.check_idle()
-            self.check_crash_loop()
-            self.check_max_run()
+            if time.monotonic() >= self.next_stop_try:
+                self.check_idle()
+                self.check_crash_loop()
+                self.check_max_run()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
             if self.etag == previous and time.monotonic() - started < 1.0:
                 time.sleep(1.0)
@@ -651,8 +652,7 @@ class Agent:
         idle_for = time.monotonic() - self.idle_since
         if idle_for < self.s.idle_minutes * 60:
             return
-        if not self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)"):
-            self.idle_since = self.retry_clock(self.s.idle_minutes)
+        self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)")
 
     def check_crash_loop(self) -> None:
         """Power off a node whose trainer keeps failing without a new step (a Spot peer preempted): it would
@@ -667,13 +667,7 @@ class Agent:
         why = (f"trainer crash-looping for {looping_for / 60:.1f} min without a new step, {self.crashes} restarts "
                f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
                f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
-        if not self.power_off(why):
-            self.loop_since = self.retry_clock(self.s.crash_loop_minutes)
-
-    def retry_clock(self, limit_minutes: float) -> float:
-        """The start of a period that ends stop_retry_seconds from now (or after the whole limit, if shorter): a
-        failed power-off or node stop is tried again soon, not only after another idle or crash-loop period."""
-        return time.monotonic() - max(0.0, limit_minutes * 60 - self.s.stop_retry_seconds)
+        self.power_off(why)
 
     def check_max_run(self) -> None:
         """On a TPU VM up for max_run_hours: checkpoint the trainer (SIGTERM), then stop the node. GCE does this
@@ -681,7 +675,7 @@ class Agent:
         if not self.on_tpu or self.s.max_run_hours <= 0 or self.powered_off:
             return
         up_for = self.uptime()
-        if up_for < self.s.max_run_hours * 3600 or time.monotonic() < self.max_run_retry_at:
+        if up_for < self.s.max_run_hours * 3600:
             return
         self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
         if self.container and self.container_status(self.container)[0] == "running":
@@ -689,8 +683,7 @@ class Agent:
         run = self.spec.run_id if self.spec else "RUN_ID"
         why = (f"the node has been up {up_for / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
                f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and resumes the run")
-        if not self.power_off(why):
-            self.max_run_retry_at = time.monotonic() + self.s.stop_retry_seconds
+        self.power_off(why)
 
     def uptime(self) -> float:
         """Seconds since the host booted: a stopped TPU node started again gets its whole max_run_hours anew, and a
@@ -702,16 +695,25 @@ class Agent:
             return time.monotonic() - self.started
 
     def power_off(self, why: str) -> bool:
+        """Stop billing for this node: power the VM off, or stop a TPU VM's node. A failure is tried again
+        stop_retry_seconds later, whichever check (idle, crash loop, max_run_hours) asked for it."""
         if self.on_tpu:
             # Cloud TPU bills a node until nodes:stop or a delete; powering its host off is neither, and would only
             # cut the launcher off from a node that may still bill. So the node stops itself, as `make stop` would.
-            return self.stop_tpu_node(why)
+            stopped = self.stop_tpu_node(why)
+        else:
+            self.announce_stop(why)
+            self.log(f"powering off: {' '.join(self.s.poweroff)}")
+            self.powered_off = stopped = subprocess.run(self.s.poweroff, check=False).returncode == 0
+        if not stopped:
+            self.next_stop_try = time.monotonic() + self.s.stop_retry_seconds
+        return stopped
+
+    def announce_stop(self, why: str) -> None:
+        """Report powering-off at once (not at the next report's turn): it may be the node's last word."""
         self.set_state("powering-off", why)
         self.published_at = 0.0
         self.publish()
-        self.log(f"powering off: {' '.join(self.s.poweroff)}")
-        self.powered_off = subprocess.run(self.s.poweroff, check=False).returncode == 0
-        return self.powered_off
 
     def stop_tpu_node(self, why: str) -> bool:
         """nodes:stop of this TPU VM's own node with the VM's token. The Operation it answers is not waited for:
@@ -733,9 +735,7 @@ class Agent:
         except (MetadataError, OSError, ValueError, http.client.HTTPException) as exc:  # a half answer is no crash
             self.self_stop_failed(node, str(exc) or type(exc).__name__)
             return False
-        self.set_state("powering-off", why)
-        self.published_at = 0.0
-        self.publish()
+        self.announce_stop(why)
         self.log(f"stopping TPU node {node} (nodes:stop, operation {operation.get('name', '?')}): {why}")
         self.powered_off = True
         return True

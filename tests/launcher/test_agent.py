@@ -133,6 +133,19 @@ def test_an_idle_node_powers_itself_off(tmp_path, metadata, nodes):
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
 
 
+def test_a_failed_power_off_is_tried_again_after_the_retry_interval_not_at_every_loop(tmp_path, metadata, nodes):
+    # The first `systemctl poweroff` fails (a busy systemd job queue, say), the second succeeds.
+    attempts = tmp_path / "attempts"
+    poweroff = f"sh -c 'date +%s.%N >> {attempts}; [ $(wc -l < {attempts}) -ge 2 ] && touch {tmp_path}/off'"
+    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
+                      GANTRY_AGENT_STOP_RETRY_SECONDS="4", GANTRY_AGENT_POWEROFF=poweroff)
+    wait_until((tmp_path / "off").exists, timeout=60, what="the second power-off attempt")
+    time.sleep(3)  # a powered-off agent tries no more
+    first, second = (float(t) for t in attempts.read_text().split())
+    assert second - first >= 4  # one attempt, then none until the retry interval has passed
+    assert node.report().get("state") == "powering-off"
+
+
 def test_a_running_node_does_not_power_off(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05")
     metadata.set_attribute("gantry-run", spec("r5", args=["--steps", "0"]))
