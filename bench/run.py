@@ -65,7 +65,8 @@ def machine() -> dict:
 
 
 def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float,
-                        full_fraction: float = 1.0, dtype: torch.dtype | None | str = "auto") -> dict:
+                        full_fraction: float = 1.0, dtype: torch.dtype | None | str = "auto",
+                        runtime: str = "auto") -> dict:
     """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit.
 
     ``full_fraction`` < 1 is playout-cap randomisation as the connect4 config sets it (fast searches at
@@ -76,7 +77,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
                       f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
     model = build_model(game, channels, blocks).eval()
     dtype = inference_dtype() if dtype == "auto" else dtype
-    ev = NetworkEvaluator(model, dtype)
+    ev = NetworkEvaluator(model, dtype, runtime)
     worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
     for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup
         worker.step(0)
@@ -88,7 +89,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     wall = time.perf_counter() - start
     # the same network and batch, forward passes only: the ceiling for simulations/s
     planes = game.encode(worker.states)
-    ev_only = NetworkEvaluator(model, dtype)
+    ev_only = NetworkEvaluator(model, dtype, runtime)
     for _ in range(3):
         ev_only(planes)
     n = 0
@@ -100,7 +101,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     sims_per_s = (worker.simulations - sims0) / wall
     return {
         "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
-        "precision": str(dtype or "fp32").replace("torch.", ""),
+        "precision": str(dtype or "fp32").replace("torch.", ""), "runtime": ev.runtime,
         "simulations_per_move": sims, "full_search_fraction": full_fraction, "seconds": round(wall, 1),
         "positions_per_s": (worker.moves - moves0) / wall,
         "simulations_per_s": sims_per_s,
@@ -119,20 +120,27 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
 AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
+# fp32 self-play cases: (kernels, runtime). ONNX Runtime picks its kernels from CPUID and ignores AVX2_ONLY_ENV, so
+# it is measured natively only: on an AVX2-only CPU that is the AVX2 row.
+FP32_CASES = (("native", "torch"), ("native", "onnxruntime"), ("avx2", "torch"))
+
+
 def fp32_isa(seconds: float, quick: bool) -> list[dict]:
-    """fp32 self-play on one core, with this CPU's own instructions and held to AVX2: what an AVX2-only CPU's
-    actors run. Each case in a fresh process (the ISA is fixed when torch loads), twice, interleaved."""
+    """fp32 self-play on one core, with this CPU's own instructions and held to AVX2, in eager torch and in ONNX
+    Runtime: what an AVX2-only CPU's actors run. Each case in a fresh process (the ISA is fixed when torch loads),
+    twice, interleaved."""
     runs = []
-    for isa, env in (("native", {}), ("avx2", AVX2_ONLY_ENV)) * 2:
-        out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds),
+    for isa, runtime in FP32_CASES * 2:
+        out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds), "--fp32-runtime", runtime,
                               *(["--quick"] if quick else [])],
-                             env={**os.environ, **env}, capture_output=True, text=True, check=True)
+                             env={**os.environ, **(AVX2_ONLY_ENV if isa == "avx2" else {})},
+                             capture_output=True, text=True, check=True)
         runs.append({"isa": isa, **json.loads(out.stdout.splitlines()[-1])})
     rows = []
-    for isa in ("native", "avx2"):
-        mine = [r for r in runs if r["isa"] == isa]
+    for isa, runtime in FP32_CASES:
+        mine = [r for r in runs if r["isa"] == isa and r["runtime"] == runtime]
         # the child's own figures (ratios to alpha-zero-general included), averaged over the two runs
-        rows.append({"isa": isa, "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
+        rows.append({"isa": isa, "runtime": runtime, "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
                      **{k: float(np.mean([r[k] for r in mine])) for k in
                         ("simulations_per_s", "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch")}})
     return rows
@@ -290,11 +298,12 @@ def main() -> int:
                     help="train as an AVX2-only CPU would: fp32 learner and actors, torch held to AVX2 (an emulation "
                          "on a CPU with AVX-512 or bf16; the JSON says so)")
     ap.add_argument("--fp32-case", type=float, default=0, help=argparse.SUPPRESS)  # fp32_isa's child process
+    ap.add_argument("--fp32-runtime", default="torch", help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.fp32_case:
         ch, bl, games = (8, 1, 16) if args.quick else (32, 4, 128)
-        r = selfplay_throughput(ch, bl, games, 8 if args.quick else 64, args.fp32_case, 1.0, None)
+        r = selfplay_throughput(ch, bl, games, 8 if args.quick else 64, args.fp32_case, 1.0, None, args.fp32_runtime)
         print(json.dumps({**r, "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
         return 0
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -316,7 +325,8 @@ def main() -> int:
               f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
     report["fp32_isa"] = [] if args.skip_throughput else fp32_isa(2 if args.quick else args.seconds / 2, args.quick)
     for r in report["fp32_isa"]:
-        print(f"fp32 self-play {r['net']}, {r['isa']} ({r['cpu_capability']}): {r['simulations_per_s']:.0f} sims/s "
+        print(f"fp32 self-play {r['net']}, {r['isa']} ({r['cpu_capability']}), {r['runtime']}: "
+              f"{r['simulations_per_s']:.0f} sims/s "
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch)", flush=True)
     report["learner"] = [] if args.skip_throughput else [
         learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
@@ -376,12 +386,13 @@ def main() -> int:
     out = RESULTS / f"bench-{stamp}.json"
     out.write_text(json.dumps(report, indent=2))
     if report["selfplay"]:
-        print("\n" + table(report["selfplay"], ["net", "games_per_actor", "full_search_fraction", "simulations_per_s",
+        print("\n" + table(report["selfplay"], ["net", "runtime", "games_per_actor", "full_search_fraction",
+                                                "simulations_per_s",
                                                 "network_evals_per_s",
                                                 "positions_per_s", "mean_batch", "outside_forward_share",
                                                 "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["fp32_isa"]:
-        print("\n" + table(report["fp32_isa"], ["isa", "cpu_capability", "net", "simulations_per_s",
+        print("\n" + table(report["fp32_isa"], ["isa", "runtime", "cpu_capability", "net", "simulations_per_s",
                                                  "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["learner"]:
         print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",

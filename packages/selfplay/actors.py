@@ -140,7 +140,7 @@ class PolledEvaluator(NetworkEvaluator):
                                  cfg.model.value_filters).eval()
         self.weights = SharedWeights(numel, name=weights_name)
         self.version = -1
-        super().__init__(self.model, inference_dtype(cfg.actors.precision))
+        super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime)
 
     def sync(self) -> int:
         """Take newer weights if the learner published some; return the version now held (-1: none yet)."""

@@ -103,6 +103,9 @@ class ActorsConfig:
     """Crashed actors are restarted up to this many times in total before the run stops."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """Self-play inference on a CPU: auto = bf16 where it has bf16 instructions (AVX512-BF16, AMX), else fp32."""
+    runtime: Literal["auto", "torch", "onnxruntime"] = "auto"
+    """What runs an actor's forward pass on its core: auto = ONNX Runtime where self-play is fp32 (CPUs without
+    bf16; 1.65x eager torch on an AVX2 EPYC), torch where it is bf16 or onnxruntime does not import."""
     inference: Literal["auto", "local", "learner"] = "auto"
     """Who runs the network for the search: local = each actor on its own core; learner = the learner's device
     answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA, else local."""

@@ -2,7 +2,8 @@
 
 Actors, evaluation and benchmarks all go through ``NetworkEvaluator`` so that what the
 benchmark measures is exactly what self-play runs: BatchNorm folded into the convs,
-channels-last tensors, bf16 autocast where the CPU has bf16 instructions.
+channels-last tensors, bf16 autocast where the CPU has bf16 instructions, and in fp32 (CPUs
+without bf16) ONNX Runtime, which runs this small net 1.65x faster than eager torch (onnx_net.py).
 """
 
 from __future__ import annotations
@@ -13,30 +14,54 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
+from . import onnx_net
+from .config import ConfigError
 from .model import PolicyValueNet, fold_batchnorm
+
+
+def pick_runtime(requested: str, dtype: torch.dtype | None) -> str:
+    """What runs the forward pass: ONNX Runtime for fp32 where it imports (auto), else torch.
+
+    bf16 stays with torch: its oneDNN bf16 kernels are what make AVX512-BF16 and AMX CPUs 2-2.7x faster."""
+    if requested == "onnxruntime":
+        if dtype is not None:
+            raise ConfigError("actors.runtime=onnxruntime runs fp32 only: add --actors.precision=fp32, or use auto")
+        if not onnx_net.available():
+            raise ConfigError("actors.runtime=onnxruntime but onnxruntime or onnx does not import: "
+                             "pip install onnxruntime onnx, or use actors.runtime=torch")
+        return "onnxruntime"
+    if requested == "auto" and dtype is None and onnx_net.available():
+        return "onnxruntime"
+    return "torch"
 
 
 class NetworkEvaluator:
     """Callable ``planes [N, C, H, W] -> (logits [N, A], values [N])`` that counts calls, positions and seconds."""
 
-    def __init__(self, model: PolicyValueNet, dtype: torch.dtype | None = None):
+    def __init__(self, model: PolicyValueNet, dtype: torch.dtype | None = None, runtime: str = "auto"):
         self.dtype = dtype
+        self.runtime = pick_runtime(runtime, dtype)
         self.refresh(model)
         self.seconds = 0.0
         self.positions = 0
         self.calls = 0
 
     def refresh(self, model: PolicyValueNet) -> None:
-        """Rebuild the folded copy after the source model's weights changed."""
+        """Rebuild the folded copy (and its ONNX Runtime session) after the source model's weights changed."""
         self.net = fold_batchnorm(model)
+        self.onnx = onnx_net.OnnxForward(self.net, torch.get_num_threads()) if self.runtime == "onnxruntime" \
+            else None
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
-        x = torch.from_numpy(planes).contiguous(memory_format=torch.channels_last)
-        autocast = torch.autocast("cpu", dtype=self.dtype) if self.dtype is not None else nullcontext()
-        with torch.inference_mode(), autocast:
-            logits, value = self.net(x)
-        out = logits.float().numpy(), value.float().numpy()
+        if self.onnx is not None:
+            out = self.onnx(planes)
+        else:
+            x = torch.from_numpy(planes).contiguous(memory_format=torch.channels_last)
+            autocast = torch.autocast("cpu", dtype=self.dtype) if self.dtype is not None else nullcontext()
+            with torch.inference_mode(), autocast:
+                logits, value = self.net(x)
+            out = logits.float().numpy(), value.float().numpy()
         self.seconds += time.perf_counter() - start
         self.positions += len(planes)
         self.calls += 1

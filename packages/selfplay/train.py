@@ -35,6 +35,7 @@ from .distributed import (
 )
 from .games import make_game
 from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
+from .inference import pick_runtime
 from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
@@ -85,6 +86,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
+    actor_dtype = inference_dtype(cfg.actors.precision)
+    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype)  # refused here, in one line, not in each actor
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
     if clamped:
@@ -102,7 +105,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
-               f"learner {precision.describe()}"
+               f"actors {actor_runtime}/{'fp32' if actor_dtype is None else 'bf16'}, learner {precision.describe()}"
                # the kernels torch picked (AVX512, AVX2, ...): ATEN_CPU_CAPABILITY can hold them lower
                + (f" (cpu kernels {torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else "")
                + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")

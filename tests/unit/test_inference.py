@@ -1,0 +1,73 @@
+"""What runs the network for search: the ONNX Runtime graph computes what the folded torch net does."""
+
+import numpy as np
+import pytest
+import torch
+from selfplay.config import ConfigError, load
+from selfplay.games import make_game
+from selfplay.inference import NetworkEvaluator, pick_runtime
+from selfplay.model import build_model
+
+
+def _positions(game, n, seed=0):
+    rng = np.random.default_rng(seed)
+    states = game.initial_states(n)
+    for _ in range(5):
+        legal = game.legal_mask(states)
+        states = game.play(states, np.where(legal, rng.random(legal.shape), -1).argmax(axis=1)).states
+    return game.encode(states)
+
+
+def _trained_a_little(model, game):
+    """Weights and BatchNorm statistics away from their initial values, so folding has something to fold."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.from_numpy(_positions(game, 64, seed=1))
+    model.train()
+    for _ in range(3):
+        logits, value = model(x)
+        (logits.logsumexp(dim=1).mean() + value.square().mean()).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.eval()
+
+
+@pytest.mark.parametrize(("name", "heads"), [("connect4", {}), ("tictactoe", {}),
+                                              ("connect4", {"policy_filters": 2, "value_filters": 1})])
+def test_onnxruntime_computes_what_the_folded_torch_net_computes(name, heads):
+    game = make_game(name)
+    model = _trained_a_little(build_model(game, 8, 2, **heads), game)
+    onnx = NetworkEvaluator(model, None, "onnxruntime")
+    eager = NetworkEvaluator(model, None, "torch")
+    assert (onnx.runtime, eager.runtime) == ("onnxruntime", "torch")
+    for n in (1, 37):
+        planes = _positions(game, n)
+        (logits, values), (want_logits, want_values) = onnx(planes), eager(planes)
+        assert logits.shape == (n, game.num_actions) and values.shape == (n,)
+        np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-5)
+    assert onnx.calls == 2 and onnx.positions == 38
+
+
+def test_a_refresh_hands_the_new_weights_to_onnxruntime():
+    game = make_game("connect4")
+    model = build_model(game, 8, 1).eval()
+    evaluator = NetworkEvaluator(model, None, "onnxruntime")
+    planes = _positions(game, 8)
+    before = evaluator(planes)[0]
+    _trained_a_little(model, game)
+    evaluator.refresh(model)
+    after = evaluator(planes)[0]
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, NetworkEvaluator(model, None, "torch")(planes)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_auto_runs_fp32_on_onnxruntime_and_bf16_on_torch_and_a_contradiction_is_one_line():
+    assert pick_runtime("auto", None) == "onnxruntime"
+    assert pick_runtime("auto", torch.bfloat16) == "torch"
+    assert pick_runtime("torch", None) == "torch"
+    with pytest.raises(ConfigError, match=r"^actors\.runtime=onnxruntime runs fp32 only: add "
+                                          r"--actors\.precision=fp32, or use auto$"):
+        pick_runtime("onnxruntime", torch.bfloat16)
+    assert load(None, ["--actors.runtime=torch"]).actors.runtime == "torch"
+    with pytest.raises(ConfigError, match=r"actors\.runtime"):
+        load(None, ["--actors.runtime=tensorrt"])
