@@ -55,19 +55,6 @@ def test_connect4_play_hands_the_move_over_and_leaves_input_untouched():
     assert planes[1, 1, 5, 0] == 1
 
 
-@pytest.mark.parametrize("name", ["connect4", "tictactoe"])
-def test_the_side_to_move_is_a_pair_of_planes_one_of_them_all_ones(name):
-    game = make_game(name)
-    states = game.states_from_moves([[], [0], [0, 1]])
-    planes = game.encode(states)
-    assert planes.shape == (3, game.num_planes, *game.board_shape) and game.num_planes == 4
-    first_to_move = [(p[2] == 1).all() and (p[3] == 0).all() for p in planes]
-    second_to_move = [(p[3] == 1).all() and (p[2] == 0).all() for p in planes]
-    assert first_to_move == [True, False, True] and second_to_move == [False, True, False]
-    # the same stones from the mover's point of view differ only in who moved first
-    assert planes[0, :2].sum() == 0 and planes[1, :2].sum() == 1 and planes[2, :2].sum() == 2
-
-
 def test_connect4_flip_matches_mirrored_moves():
     game = ConnectFour()
     moves = [0, 1, 1, 5, 2]

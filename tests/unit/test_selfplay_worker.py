@@ -35,7 +35,7 @@ def test_playout_cap_randomisation_records_only_the_full_searches_and_spends_les
 
 
 def stones(game, states: np.ndarray) -> np.ndarray:
-    return game.encode(states)[:, :2].reshape(len(states), -1).sum(axis=1)  # the stone planes
+    return game.encode(states).reshape(len(states), -1).sum(axis=1)
 
 
 def test_a_random_opening_is_played_but_not_recorded_and_spreads_the_games():

@@ -25,7 +25,7 @@ class Game:
     name: str
     num_actions: int        # size of the policy vector
     board_shape: tuple[int, int]  # (height, width) of the encoded planes
-    num_planes: int         # input channels of the network: own stones, the opponent's, then mover_planes
+    num_planes: int         # input channels of the network
     state_words: int        # uint64 words per state
     max_moves: int          # longest possible game, in moves
     flip_action: np.ndarray  # permutation of actions under a left-right mirror of the board
@@ -73,19 +73,6 @@ class Game:
                 raise ValueError(f"illegal move {move_lists[bad][t]} at ply {t} in sequence #{bad}")
             states[rows] = self.play(states[rows], actions).states
         return states
-
-
-def mover_planes(stones_played: np.ndarray, board_shape: tuple[int, int]) -> np.ndarray:
-    """float32 [N, 2, H, W]: all ones in plane 0 when the player to move made the game's first move, in plane 1
-    when the other did (Leela Zero's pair of side-to-move planes).
-
-    The stone planes are drawn from the mover's point of view, so without these the network must count stones
-    to tell the first player from the second, and in Connect Four that decides which threats count (the first
-    player's on odd rows, the second's on even ones). Exactly one plane is all ones, so the first convolution
-    also tells the board's edge (zero padding) from an empty cell."""
-    first = (stones_played % 2 == 0).astype(np.float32)
-    sides = np.stack([first, 1.0 - first], axis=1)[:, :, None, None]
-    return np.broadcast_to(sides, (len(stones_played), 2, *board_shape)).astype(np.float32)
 
 
 def bit_planes(words: np.ndarray, cell_bits: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Game, StepResult, bit_planes, mover_planes
+from .base import Game, StepResult, bit_planes
 
 WIDTH, HEIGHT = 7, 6
 _H1 = HEIGHT + 1
@@ -34,7 +34,7 @@ class ConnectFour(Game):
     name = "connect4"
     num_actions = WIDTH
     board_shape = (HEIGHT, WIDTH)
-    num_planes = 4
+    num_planes = 2
     state_words = 2
     max_moves = WIDTH * HEIGHT
     flip_action = np.arange(WIDTH - 1, -1, -1)
@@ -59,8 +59,7 @@ class ConnectFour(Game):
     def encode(self, states: np.ndarray) -> np.ndarray:
         own = bit_planes(states[:, 0], _CELL_BITS)
         opp = bit_planes(states[:, 0] ^ states[:, 1], _CELL_BITS)
-        stones = np.stack([own, opp], axis=1).reshape(len(states), 2, HEIGHT, WIDTH)
-        return np.concatenate([stones, mover_planes(np.bitwise_count(states[:, 1]), self.board_shape)], axis=1)
+        return np.stack([own, opp], axis=1).reshape(len(states), 2, HEIGHT, WIDTH)
 
     def moves_played(self, states: np.ndarray) -> np.ndarray:
         return np.bitwise_count(states[:, 1]).astype(np.int64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Game, StepResult, bit_planes, mover_planes
+from .base import Game, StepResult, bit_planes
 
 _LINES = np.array(
     [sum(1 << c for c in line) for line in
@@ -18,7 +18,7 @@ class TicTacToe(Game):
     name = "tictactoe"
     num_actions = 9
     board_shape = (3, 3)
-    num_planes = 4
+    num_planes = 2
     state_words = 2
     max_moves = 9
     flip_action = np.array([2, 1, 0, 5, 4, 3, 8, 7, 6])
@@ -42,8 +42,7 @@ class TicTacToe(Game):
     def encode(self, states: np.ndarray) -> np.ndarray:
         own = bit_planes(states[:, 0], _CELL_BITS)
         opp = bit_planes(states[:, 0] ^ states[:, 1], _CELL_BITS)
-        stones = np.stack([own, opp], axis=1).reshape(len(states), 2, 3, 3)
-        return np.concatenate([stones, mover_planes(np.bitwise_count(states[:, 1]), self.board_shape)], axis=1)
+        return np.stack([own, opp], axis=1).reshape(len(states), 2, 3, 3)
 
     def render(self, state: np.ndarray) -> str:
         planes = self.encode(state.reshape(1, -1))[0]
