@@ -264,9 +264,10 @@ def test_a_tpu_vm_past_max_run_hours_checkpoints_the_trainer_then_stops_its_own_
     # the trainer first, gracefully (docker stop = SIGTERM, the trainer checkpoints), then the node
     assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "20"]
     assert "SIGTERM: checkpoint at step" in node.output()
-    log = node.agent_output()
-    assert log.index("stopping gantry-run-r10-0 (max_run_hours") < log.index(f"stopping TPU node projects/demo-project/"
-                                                                            f"locations/us-central2-b/nodes/{TPU_NODE}")
+    # The fake marks the node STOPPED before it answers; the agent logs the stop once it has the answer.
+    node_stop = f"stopping TPU node projects/demo-project/locations/us-central2-b/nodes/{TPU_NODE}"
+    log = wait_until(lambda: node_stop in node.agent_output() and node.agent_output(), what="the node stop's log line")
+    assert log.index("stopping gantry-run-r10-0 (max_run_hours") < log.index(node_stop)
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
     assert "max_run_hours is 0.1" in node.report()["detail"] and "--resume r10" in node.report()["detail"]
     time.sleep(3)
