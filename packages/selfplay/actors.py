@@ -59,7 +59,7 @@ class SelfPlayWorker:
         s = cfg.search
         self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
                                 noise_fraction=s.noise_fraction, rng=rng,
-                                fpu_reduction=s.fpu_reduction if s.fpu_reduction >= 0 else None)
+                                fpu_reduction=s.fpu_reduction)
         B, T, A = cfg.actors.games, game.max_moves, game.num_actions
         self.states = game.initial_states(B)
         self.ply = np.zeros(B, dtype=np.int64)

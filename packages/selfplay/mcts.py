@@ -47,7 +47,7 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu: float = 0.0, fpu_reduction: float | None = None,
+                 noise_fraction: float = 0.25, fpu_reduction: float = -1.0,
                  rng: np.random.Generator | None = None, encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
@@ -56,10 +56,9 @@ class BatchedMCTS:
         self.c_puct = c_puct
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
-        self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
-        # None: every unvisited edge is worth `fpu`. A number: it is worth the network's value of the chooser's
-        # position minus fpu_reduction * sqrt(prior mass already visited) (Leela Zero's first-play urgency), so a
-        # won position does not tunnel on its first move and a lost one does not try every move before any twice.
+        # Value of an unvisited edge, from the chooser's point of view (search.fpu_reduction): < 0, a fixed 0 (a
+        # draw); else the network's value of the chooser's position minus fpu_reduction * sqrt(prior mass already
+        # visited) (Leela Zero's first-play urgency), so a won position does not tunnel on its first move.
         self.fpu_reduction = fpu_reduction
         self.rng = rng or np.random.default_rng()
 
@@ -117,8 +116,8 @@ class BatchedMCTS:
                 n = node[walking]
                 p = prior[walking, n]
                 v = visits[walking, n]
-                if self.fpu_reduction is None:
-                    unvisited = self.fpu
+                if self.fpu_reduction < 0:
+                    unvisited = 0.0
                 else:
                     seen = np.sqrt((p * (v > 0)).sum(axis=1, keepdims=True))
                     unvisited = node_value[walking, n][:, None] - self.fpu_reduction * seen

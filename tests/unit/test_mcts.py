@@ -73,7 +73,6 @@ def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
     assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
 
 
-
 def first_player_wins(game):
     """Uniform priors; the first player's positions worth +0.8 to the side to move, the second's -0.8."""
     def evaluate(planes):
