@@ -34,7 +34,7 @@ from selfplay.config import EvalConfig, load
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
 from selfplay.games import make_game
-from selfplay.hardware import Precision, inference_dtype, pick_precision
+from selfplay.hardware import Precision, cpu_has_native_bf16, inference_dtype, pick_precision
 from selfplay.inference import NetworkEvaluator
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
@@ -61,7 +61,8 @@ def machine() -> dict:
     # what decides the network's speed: fp32 on AVX2/AVX-512, bf16 only with avx512_bf16 or AMX
     vector = [f for f in flags if f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")]
     return {"cpu": model, "cores": os.cpu_count(), "cpu_flags": vector, "torch": torch.__version__,
-            "python": platform.python_version(), "inference_dtype": str(inference_dtype()).replace("torch.", "")}
+            "python": platform.python_version(), "inference_dtype": str(inference_dtype()).replace("torch.", ""),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
 def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float,
@@ -200,17 +201,22 @@ def rank_scaling(config: str, seconds: float) -> list[dict]:
 def inference_placement(config: str, seconds: float) -> list[dict]:
     """Whole-run positions/s with each actor running the net itself vs. the learner's device answering all leaves.
 
-    On a GPU node the second is the point of leaf_server.py; on a CPU-only machine it shows what the
-    round trips cost, since the learner's core then does every actor's forward passes.
+    On a GPU node the second is the point of leaf_server.py, for fp32 actors: where the CPU has bf16 both
+    actor precisions are measured, since auto serves leaves only to fp32 ones (hardware.leaves_served_by_learner).
+    On a CPU-only machine it shows what the round trips cost, since the learner's core then does every actor's
+    forward passes.
     """
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    precisions = ["bf16", "fp32"] if device == "cuda" and cpu_has_native_bf16() else ["auto"]
     rows = []
-    for mode in ("local", "learner"):
-        rows.append({"inference": mode, "device": device,
-                     **timed_training(config, seconds, [f"--actors.inference={mode}", f"--run.device={device}"])})
-        rows[-1]["vs_local"] = rows[-1]["positions_per_s"] / rows[0]["positions_per_s"]
-        print(f"inference {mode} ({device}): {rows[-1]['positions_per_s']:.0f} positions/s, "
-              f"{rows[-1]['learner_steps']} learner steps", flush=True)
+    for precision in precisions:
+        for mode in ("local", "learner"):
+            rows.append({"inference": mode, "device": device, "actor_precision": precision,
+                         **timed_training(config, seconds, [f"--actors.inference={mode}", f"--run.device={device}",
+                                                            f"--actors.precision={precision}"])})
+            rows[-1]["vs_local"] = rows[-1]["positions_per_s"] / rows[-2 if mode == "learner" else -1]["positions_per_s"]
+            print(f"inference {mode} ({device}, actors {precision}): {rows[-1]['positions_per_s']:.0f} positions/s, "
+                  f"{rows[-1]['learner_steps']} learner steps", flush=True)
     return rows
 
 
@@ -400,8 +406,8 @@ def main() -> int:
     if "scaling" in report:
         print("\n" + table(report["scaling"], ["ranks", "positions_per_s", "learner_steps", "speedup_vs_1_rank"]))
     if "inference_placement" in report:
-        print("\n" + table(report["inference_placement"], ["inference", "device", "positions_per_s", "learner_steps",
-                                                             "vs_local"]))
+        print("\n" + table(report["inference_placement"], ["inference", "device", "actor_precision", "positions_per_s",
+                                                             "learner_steps", "vs_local"]))
     print(f"\nwrote {out}")
     return 0
 
