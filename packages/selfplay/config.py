@@ -113,7 +113,8 @@ class ActorsConfig:
     bf16; 1.65x eager torch on an AVX2 EPYC), torch where it is bf16 or onnxruntime does not import."""
     inference: Literal["auto", "local", "learner"] = "auto"
     """Who runs the network for the search: local = each actor on its own core; learner = the learner's device
-    answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA, else local."""
+    answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA and the
+    actors would search in fp32 (a CPU without bf16), else local (hardware.leaves_served_by_learner)."""
 
     def __post_init__(self):
         _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")

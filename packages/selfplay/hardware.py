@@ -112,6 +112,19 @@ def inference_dtype(requested: str = "auto") -> torch.dtype | None:
     return torch.bfloat16
 
 
+def leaves_served_by_learner(inference: str, device: torch.device, actor_precision: str) -> bool:
+    """Whether the learner's device answers every actor's leaves (leaf_server.py) instead of each actor's core.
+
+    auto serves them from a GPU or XLA device only where the actors would search in fp32. On a 16-core
+    Intel host with AMX beside an H200 (README, "On a GPU node: where self-play's network runs"),
+    served leaves played 1.12-1.26x the positions of fp32 actors but 0.73-0.83x those of bf16 actors: an
+    actor waiting on a round trip idles a core that would have run a bf16 forward pass nearly as fast.
+    """
+    if inference != "auto":
+        return inference == "learner"
+    return device.type in ("cuda", "xla") and inference_dtype(actor_precision) is None
+
+
 def cuda_usable() -> bool:
     """CUDA present and able to run a kernel (not merely compiled in)."""
     if not torch.cuda.is_available():

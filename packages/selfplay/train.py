@@ -34,7 +34,14 @@ from .distributed import (
     is_collective_failure,
 )
 from .games import make_game
-from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
+from .hardware import (
+    actor_count,
+    cores_per_rank,
+    inference_dtype,
+    leaves_served_by_learner,
+    pick_device,
+    pick_precision,
+)
 from .inference import pick_runtime
 from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
@@ -259,7 +266,7 @@ class SelfPlay:
         self.weights.publish(learner.model, step)
         self.server = None
         accelerator = device.type in ("cuda", "xla")
-        if cfg.actors.inference == "learner" or (cfg.actors.inference == "auto" and accelerator):
+        if leaves_served_by_learner(cfg.actors.inference, device, cfg.actors.precision):
             planes = game.encode(game.initial_states(1)).shape[1:]
             dtype = precision.dtype if accelerator else inference_dtype(cfg.actors.precision)
             self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype,
@@ -267,6 +274,10 @@ class SelfPlay:
             self.server.publish(learner.model, step)
             self.server.start()
             runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
+        elif accelerator:
+            why = ("bf16 actors outrun served leaves; actors.inference=learner serves them anyway"
+                   if cfg.actors.inference == "auto" else "actors.inference=local")
+            runlog.say(f"self-play leaves are evaluated on each actor's own core, not the learner's {device} ({why})")
         self.pool = ActorPool(actors, cfg.to_dict(), self.weights.name, numel, seed, cfg.actors.restart_limit,
                               self.server)
 

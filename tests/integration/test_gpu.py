@@ -26,11 +26,11 @@ def test_auto_picks_cuda_nccl_and_the_native_precision():
 def test_a_short_training_runs_its_learner_on_the_gpu(tmp_path):
     result = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe",
                              f"--run.dir={tmp_path}", "--run.max_steps=30", "--actors.count=1",
-                             "--eval.every_minutes=0", "--run.device=cuda"],
+                             "--eval.every_minutes=0", "--run.device=cuda", "--actors.inference=learner"],
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "learner cuda/" in result.stdout
-    assert "self-play leaves are evaluated on the learner's cuda:0" in result.stdout  # actors.inference=auto
+    assert "self-play leaves are evaluated on the learner's cuda:0" in result.stdout
     assert (tmp_path / "ckpt-000000030.pt").is_file()
 
 

@@ -20,7 +20,10 @@ from train_helpers import records
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("GANTRY_XLA_VENV", ROOT / ".venv-xla"))
 # tiny budgets: a few learner steps after a 128-position buffer
-SHORT = ["--config", "tictactoe", "--actors.count=1", "--actors.games=16", "--learner.batch_size=32",
+# fp32 actors: actors.inference=auto then serves their leaves from the XLA device on every CPU (with bf16 it would
+# leave them on the actor's core, hardware.leaves_served_by_learner)
+SHORT = ["--config", "tictactoe", "--actors.count=1", "--actors.precision=fp32", "--actors.games=16",
+         "--learner.batch_size=32",
          "--learner.min_replay=128", "--learner.window_floor=2000", "--learner.publish_every=2",
          "--run.log_every_seconds=1", "--eval.every_minutes=0"]
 

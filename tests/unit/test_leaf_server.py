@@ -120,3 +120,12 @@ def test_xla_batches_are_padded_to_few_sizes():
     sizes = {n: bucket_size(n, 640) for n in range(1, 641)}
     assert all(n <= size <= max(8, 2 * n) for n, size in sizes.items())
     assert sorted(set(sizes.values())) == [8, 16, 32, 64, 128, 256, 512, 640]
+
+
+def test_auto_serves_leaves_from_an_accelerator_only_to_fp32_actors():
+    from selfplay.hardware import leaves_served_by_learner
+    cuda, xla, cpu = torch.device("cuda", 0), torch.device("xla", 0), torch.device("cpu")
+    assert leaves_served_by_learner("auto", cuda, "fp32") and leaves_served_by_learner("auto", xla, "fp32")
+    assert not leaves_served_by_learner("auto", cuda, "bf16")  # bf16 actors outran an H200's served leaves
+    assert not leaves_served_by_learner("auto", cpu, "fp32")  # the learner's one core would do every forward pass
+    assert leaves_served_by_learner("learner", cpu, "bf16") and not leaves_served_by_learner("local", cuda, "fp32")
