@@ -58,8 +58,7 @@ class SelfPlayWorker:
         self.game, self.cfg, self.rng = game, cfg, rng
         s = cfg.search
         self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
-                                noise_fraction=s.noise_fraction, rng=rng,
-                                fpu_reduction=s.fpu_reduction)
+                                noise_fraction=s.noise_fraction, rng=rng)
         B, T, A = cfg.actors.games, game.max_moves, game.num_actions
         self.states = game.initial_states(B)
         self.ply = np.zeros(B, dtype=np.int64)

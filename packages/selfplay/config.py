@@ -76,9 +76,6 @@ class SearchConfig:
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
     random_opening_moves: int = 12
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
-    fpu_reduction: float = -1.0
-    """First-play urgency of self-play's search: an unvisited move is worth the network's value of the position
-    minus this times sqrt(prior mass already visited) (Leela Zero); < 0 = worth a fixed 0 (a draw)."""
 
     def __post_init__(self):
         _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
@@ -94,8 +91,6 @@ class SearchConfig:
                f"search.random_opening_fraction={self.random_opening_fraction} must be in [0, 1] (0 = off)")
         _check(1 <= self.random_opening_moves <= 1000,
                f"search.random_opening_moves={self.random_opening_moves} must be in 1..1000")
-        _check(self.fpu_reduction <= 2, f"search.fpu_reduction={self.fpu_reduction} must be <= 2 (values are in "
-                                        f"[-1, 1]; < 0 = unvisited moves worth 0)")
 
 
 @dataclass

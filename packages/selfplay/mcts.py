@@ -47,8 +47,8 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu_reduction: float = -1.0,
-                 rng: np.random.Generator | None = None, encode: Callable[[np.ndarray], np.ndarray] | None = None):
+                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
         # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
@@ -56,10 +56,7 @@ class BatchedMCTS:
         self.c_puct = c_puct
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
-        # Value of an unvisited edge, from the chooser's point of view (search.fpu_reduction): < 0, a fixed 0 (a
-        # draw); else the network's value of the chooser's position minus fpu_reduction * sqrt(prior mass already
-        # visited) (Leela Zero's first-play urgency), so a won position does not tunnel on its first move.
-        self.fpu_reduction = fpu_reduction
+        self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
         self.rng = rng or np.random.default_rng()
 
     def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
@@ -81,7 +78,6 @@ class BatchedMCTS:
         children = np.zeros((B, M, A), dtype=np.int32)
         terminal = np.zeros((B, M), dtype=bool)
         terminal_value = np.zeros((B, M), dtype=np.float32)
-        node_value = np.zeros((B, M), dtype=np.float32)  # the network's value, for the player to move there
         num_nodes = np.ones(B, dtype=np.int32)
 
         states[:, 0] = roots
@@ -89,7 +85,6 @@ class BatchedMCTS:
         logits, net_value = self.evaluate(self.encode(roots))
         root_prior = masked_softmax(logits, legal)
         prior[:, 0] = root_prior
-        node_value[:, 0] = net_value
         noisy = np.broadcast_to(np.asarray(add_noise, dtype=bool), (B,))
         if noisy.any():
             noise = self.rng.dirichlet(np.full(A, self.dirichlet_alpha), size=B).astype(np.float32)
@@ -116,12 +111,7 @@ class BatchedMCTS:
                 n = node[walking]
                 p = prior[walking, n]
                 v = visits[walking, n]
-                if self.fpu_reduction < 0:
-                    unvisited = 0.0
-                else:
-                    seen = np.sqrt((p * (v > 0)).sum(axis=1, keepdims=True))
-                    unvisited = node_value[walking, n][:, None] - self.fpu_reduction * seen
-                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), unvisited)
+                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
                 u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
                 score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
                 a = score.argmax(axis=1).astype(np.int32)
@@ -159,7 +149,6 @@ class BatchedMCTS:
                     logits, values = self.evaluate(self.encode(eval_states))
                     prior[eval_games, eval_idx] = masked_softmax(logits, game.legal_mask(eval_states))
                     leaf_value[eval_games] = values
-                    node_value[eval_games, eval_idx] = values
                     evals += len(eval_games)
                     calls += 1
 

@@ -72,23 +72,3 @@ def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
     assert r.best_moves()[0] == 8 and r.q[0, 8] == 1.0          # the win's value decides
     assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
 
-
-def first_player_wins(game):
-    """Uniform priors; the first player's positions worth +0.8 to the side to move, the second's -0.8."""
-    def evaluate(planes):
-        stones = planes[:, :2].reshape(len(planes), -1).sum(axis=1)
-        value = np.where(stones % 2 == 0, 0.8, -0.8).astype(np.float32)
-        return np.zeros((len(planes), game.num_actions), dtype=np.float32), value
-    return evaluate
-
-
-def test_first_play_urgency_from_the_parents_value_keeps_a_won_position_from_tunnelling():
-    # With unvisited moves worth a fixed 0, a position the network calls won (+0.8) spends its first dozen
-    # simulations on whichever move it tried first; worth the parent's value less a reduction, they get tried.
-    game = ConnectFour()
-    roots = game.initial_states(1)
-    fixed = BatchedMCTS(game, first_player_wins(game), rng=np.random.default_rng(0)).search(roots, 8, False)
-    reduced = BatchedMCTS(game, first_player_wins(game), rng=np.random.default_rng(0),
-                          fpu_reduction=0.25).search(roots, 8, False)
-    assert (fixed.visits[0] > 0).sum() == 1
-    assert (reduced.visits[0] > 0).sum() >= 4
