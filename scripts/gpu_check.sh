@@ -10,7 +10,7 @@
 # Every step runs even when one before it failed; the exit status is non-zero if any failed, and the last
 # line names them.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 failed=()
 step() {  # step NAME COMMAND...: run it, remember NAME when it fails
     local name=$1; shift
