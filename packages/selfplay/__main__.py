@@ -201,7 +201,8 @@ def cmd_arena(args, _overrides) -> int:
         run_dir = run_dir if run_dir.is_dir() else run_dir.parent
         try:
             ladder = arena.ladder_of_run(run_dir, args.baselines, args.games, args.simulations, args.opening_plies,
-                                         args.seed, args.precision, say=lambda line: print(line, flush=True))
+                                         args.seed, args.precision, args.previous,
+                                         say=lambda line: print(line, flush=True))
         except ValueError as e:
             raise ConfigError(str(e)) from None
         print(arena.format_ladder(ladder))
@@ -251,6 +252,8 @@ def _settings_help() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .arena import DEFAULT_PREVIOUS  # numpy, not torch: the help stays fast
+
     parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -282,13 +285,15 @@ def main(argv: list[str] | None = None) -> int:
                          f"{DEFAULT_BASELINES}); random always plays: it anchors the ladder at 0"))
     p.add_argument("--simulations", type=int, default=0,
                    help="MCTS simulations per move of the checkpoints (default: the run's eval.simulations)")
-    p.add_argument("--previous", type=int, default=2, help="earlier checkpoints of the run to play (default 2)")
+    p.add_argument("--previous", type=int, default=DEFAULT_PREVIOUS,
+                   help=f"earlier checkpoints of the run each checkpoint plays (default {DEFAULT_PREVIOUS})")
     p.add_argument("--opening-plies", type=int, default=2,
                    help="random moves opening each pair of games, so deterministic players' games differ (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the openings, tie-breaks and rollouts")
     p.add_argument("--every-checkpoint", action="store_true",
-                   help=("the run's progress instead: every checkpoint kept in the run plays every baseline and the "
-                         "one before it, on one Elo scale; prints a row per checkpoint, writes nothing to the run"))
+                   help=("the run's progress instead: every checkpoint kept in the run plays every baseline and its "
+                         "--previous predecessors, on one Elo scale; prints a row per checkpoint, writes nothing to "
+                         "the run"))
     p.add_argument("--json", default="", help="with --every-checkpoint: also write the ladder here")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")

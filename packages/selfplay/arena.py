@@ -26,6 +26,11 @@ from .games import Game
 from .players import RandomPlayer, baseline, network_player, random_moves
 from .stats import arena_key
 
+# How many earlier checkpoints each checkpoint plays (the arena's newest, and every rung of a ladder). One is the
+# least that links a run's checkpoints; two halves the noise of a ladder's late rungs, which beat every fixed
+# baseline and are placed almost only by the games between checkpoints.
+DEFAULT_PREVIOUS = 2
+
 
 def play_match(game: Game, a, b, games: int, opening_plies: int, rng: np.random.Generator) -> tuple[int, int, int]:
     """(a's wins, draws, a's losses) over ``games`` (rounded up to even) in lock-step, openings paired."""
@@ -118,6 +123,7 @@ class LadderResult:
     results: dict = field(default_factory=dict)  # {(a, b): (a's wins, draws, a's losses)}
     ratings: dict = field(default_factory=dict)  # {player: (Elo, standard error)}
     simulations: int = 0
+    previous: int = DEFAULT_PREVIOUS  # earlier checkpoints each checkpoint played
     seconds: float = 0.0
 
     def elo(self) -> list[float]:
@@ -128,15 +134,16 @@ class LadderResult:
 
 
 def run_ladder(game: Game, checkpoints: list, baselines: list, games: int, simulations: int, opening_plies: int,
-               seed: int, say=None) -> LadderResult:
-    """A run's progress on one Elo scale: every checkpoint (oldest first) plays every baseline and the checkpoint
-    before it, the baselines play each other, and one ladder is fitted over all of it (random = 0)."""
+               seed: int, previous: int = DEFAULT_PREVIOUS, say=None) -> LadderResult:
+    """A run's progress on one Elo scale: every checkpoint (oldest first) plays every baseline and its ``previous``
+    predecessors, the baselines play each other, and one ladder is fitted over all of it (random = 0)."""
     started = time.perf_counter()
     baselines = with_anchor(game, baselines)
     pairings = [(c, b) for c in checkpoints for b in baselines]
-    pairings += [(later, earlier) for earlier, later in zip(checkpoints, checkpoints[1:])]
+    pairings += [(later, earlier) for i, later in enumerate(checkpoints) for earlier in checkpoints[max(0, i - previous):i]]
     pairings += [(x, y) for i, x in enumerate(baselines) for y in baselines[i + 1:]]
-    out = LadderResult([c.name for c in checkpoints], [b.name for b in baselines], simulations=simulations)
+    out = LadderResult([c.name for c in checkpoints], [b.name for b in baselines], simulations=simulations,
+                       previous=previous)
     out.results = play_pairings(game, pairings, games, opening_plies, seed, say)
     out.ratings = elo.fit_elo(out.results, anchor="random")
     out.seconds = time.perf_counter() - started
@@ -155,14 +162,15 @@ def format_ladder(r: LadderResult) -> str:
     verdict = "rises at every checkpoint" if r.rises_monotonically() else "does NOT rise at every checkpoint"
     games = sum(r.results[(r.checkpoints[0], r.baselines[0])])
     rows.append(f"\n(Elo {verdict}; {games} games a pairing at {r.simulations} simulations/move, each checkpoint "
-                f"against every baseline and the one before it, the baselines against each other; one fit, random = 0,"
+                f"against every baseline and its {r.previous} predecessor(s), the baselines against each other; one fit, "
+                f"random = 0,"
                 f" ± is 95%; {r.seconds:.0f} s)")
     return "\n".join(rows)
 
 
 def ladder_summary(r: LadderResult) -> dict:
     """The ladder as JSON: each checkpoint's Elo, interval half-width and score against each baseline."""
-    return {"simulations": r.simulations, "rises_monotonically": r.rises_monotonically(), "seconds": r.seconds,
+    return {"simulations": r.simulations, "previous": r.previous, "rises_monotonically": r.rises_monotonically(), "seconds": r.seconds,
             "baseline_elo": {b: r.ratings[b][0] for b in r.baselines},
             "checkpoints": [{"checkpoint": c, "elo": r.ratings[c][0], "elo_95": 1.96 * r.ratings[c][1],
                              "wdl": {b: list(r.results[(c, b)]) for b in r.baselines}} for c in r.checkpoints]}
@@ -281,7 +289,7 @@ class PeriodicArena:
 
 
 def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening_plies: int, seed: int,
-                  precision: str = "auto", say=None) -> LadderResult:
+                  precision: str = "auto", previous: int = DEFAULT_PREVIOUS, say=None) -> LadderResult:
     """run_ladder over every checkpoint kept in ``run_dir``, the networks at ``simulations`` (0: the run's
     eval.simulations); ValueError on a bad baseline name or a run with fewer than two checkpoints."""
     from . import checkpoint
@@ -296,4 +304,4 @@ def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening
     game = make_game(config["game"]["name"])
     sims = simulations or config.get("eval", {}).get("simulations", 25)
     players = [network_player(game, p, sims, step_name(int(p["step"])), precision) for p in payloads]
-    return run_ladder(game, players, parse_baselines(game, baselines), games, sims, opening_plies, seed, say)
+    return run_ladder(game, players, parse_baselines(game, baselines), games, sims, opening_plies, seed, previous, say)

@@ -90,6 +90,13 @@ class LocalRegistry:
     def __exit__(self, *exc) -> None:
         self.process.terminate()
         self.process.wait(timeout=20)
+        # `gantry build` tagged the image for this registry: untag it (the image stays under its other tags), so
+        # the engine does not keep a 127.0.0.1:<port>/... tag per test run
+        listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
+                                capture_output=True, text=True, check=False)
+        ours = [ref for ref in listed.stdout.split() if ref.startswith(f"{self.host}/")]
+        if ours:
+            subprocess.run(["docker", "rmi", *ours], capture_output=True, check=False)
 
 
 class TwinNode:

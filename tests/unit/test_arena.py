@@ -137,10 +137,13 @@ def test_a_ladder_puts_a_runs_checkpoints_on_one_scale_against_fixed_baselines()
     baselines = [baseline(game, "greedy"), baseline(game, "mcts16")]
     ladder = arena.run_ladder(game, [weak, middling, strong], baselines, 20, 0, 1, seed=3)
     assert ladder.baselines[0] == "random"  # the anchor joins when not named
-    # every checkpoint met every baseline, each the one before it, the baselines each other
-    assert set(ladder.results) == ({(c, b) for c in ladder.checkpoints for b in ladder.baselines}
-                                   | {("step-2", "step-1"), ("step-3", "step-2")}
-                                   | {("random", "greedy"), ("random", "mcts16"), ("greedy", "mcts16")})
+    # every checkpoint met every baseline and its two predecessors (the default), the baselines each other
+    against_baselines = {(c, b) for c in ladder.checkpoints for b in ladder.baselines}
+    among_baselines = {("random", "greedy"), ("random", "mcts16"), ("greedy", "mcts16")}
+    assert set(ladder.results) == (against_baselines | among_baselines
+                                   | {("step-2", "step-1"), ("step-3", "step-1"), ("step-3", "step-2")})
+    chain = arena.run_ladder(game, [weak, middling, strong], baselines, 2, 0, 1, seed=3, previous=1)
+    assert set(chain.results) == against_baselines | among_baselines | {("step-2", "step-1"), ("step-3", "step-2")}
     assert ladder.ratings["random"][0] == 0 and ladder.rises_monotonically()
     assert ladder.elo()[2] - ladder.elo()[0] > 200
     summary = arena.ladder_summary(ladder)
