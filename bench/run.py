@@ -363,7 +363,8 @@ def main() -> int:
         runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
         if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
             for r, d in zip(runs, run_dirs):
-                ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25, 2, seed=0)
+                ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25,
+                                             arena.DEFAULT_OPENING_PLIES, seed=0)
                 r["ladder"] = arena.ladder_summary(ladder)
                 print(f"\nElo ladder of {d}:\n{arena.format_ladder(ladder)}", flush=True)
         report["training"] = {"runs": runs, "train_args": args.train_args,

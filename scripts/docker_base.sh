@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a Debian base image for the trainer images from Debian packages alone
 # (debootstrap + docker import), for machines that cannot pull from any registry.
-# It holds what the Dockerfiles need of a base: python3.11 with venv, CA certificates, useradd.
+# It holds what the Dockerfiles need of a base: python3.11 with venv, CA certificates, useradd, and libpython3.11
+# (the shared libpython that torch_xla's _XLAC links against, which python:3.11-slim has and Debian's python3 lacks).
 #
 #   scripts/docker_base.sh [TAG]          # default gantry-base:bookworm; quick no-op when TAG exists
 #   FORCE=1 scripts/docker_base.sh        # rebuild even if TAG exists
@@ -37,7 +38,7 @@ root="$(mktemp -d /tmp/gantry-base.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
 start=$(date +%s)
 echo "docker_base: debootstrap $suite from $mirror into $root"
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,passwd \
+debootstrap --variant=minbase --include=python3,python3-venv,libpython3.11,ca-certificates,passwd \
     "$suite" "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 30 "$root.log" >&2; exit 1; }
 rm -f "$root.log"
 # What an image never needs: package caches, lists, docs, man pages.

@@ -252,7 +252,7 @@ def _settings_help() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .arena import DEFAULT_PREVIOUS  # numpy, not torch: the help stays fast
+    from .arena import DEFAULT_OPENING_PLIES, DEFAULT_PREVIOUS  # numpy, not torch: the help stays fast
 
     parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
@@ -287,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="MCTS simulations per move of the checkpoints (default: the run's eval.simulations)")
     p.add_argument("--previous", type=int, default=DEFAULT_PREVIOUS,
                    help=f"earlier checkpoints of the run each checkpoint plays (default {DEFAULT_PREVIOUS})")
-    p.add_argument("--opening-plies", type=int, default=2,
-                   help="random moves opening each pair of games, so deterministic players' games differ (default 2)")
+    p.add_argument("--opening-plies", type=int, default=DEFAULT_OPENING_PLIES,
+                   help=("random moves opening each pair of games, a different opening for every pair, so deterministic "
+                         f"players' games differ (default {DEFAULT_OPENING_PLIES})"))
     p.add_argument("--seed", type=int, default=0, help="seed of the openings, tie-breaks and rollouts")
     p.add_argument("--every-checkpoint", action="store_true",
                    help=("the run's progress instead: every checkpoint kept in the run plays every baseline and its "

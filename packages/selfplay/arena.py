@@ -6,8 +6,8 @@ Who plays whom: the newest checkpoint plays every other player (the baselines an
 predecessors in the run), and the baselines play each other, so the ladder's scale is anchored at
 ``random`` = 0 by more than one path. Every pairing plays an even number of games in pairs: both
 games of a pair start from the same random opening (``opening_plies`` uniformly random moves,
-played for both sides) and swap who moves first, so colour and opening luck cancel out. After the
-opening every player plays its own way (the networks deterministically: the most visited move).
+played for both sides; every pair of a match its own) and swap who moves first, so colour and opening luck cancel
+out. After the opening every player plays its own way (the networks deterministically: the most visited move).
 One seed makes the whole arena reproducible.
 
 The result is written as one stats.jsonl record of kind "arena" (and the same keys to
@@ -30,35 +30,59 @@ from .stats import arena_key
 # least that links a run's checkpoints; two halves the noise of a ladder's late rungs, which beat every fixed
 # baseline and are placed almost only by the games between checkpoints.
 DEFAULT_PREVIOUS = 2
+# Random plies opening each pair of games. The networks play deterministically, so two pairs from the same opening
+# are the same two games counted twice: a match's openings are distinct, and 4 plies give Connect Four 1,120 distinct
+# positions (2 plies: 49, fewer than the 50 pairs of a 100-game match) and tic-tac-toe 756.
+DEFAULT_OPENING_PLIES = 4
+
+
+def distinct_openings(game: Game, pairs: int, plies: int, rng: np.random.Generator, tries: int = 64) -> np.ndarray:
+    """``pairs`` positions, each reached by ``plies`` uniformly random moves and none terminal, all different while
+    the game has that many (rejection sampling; past ``tries`` rounds the rest repeat openings already drawn)."""
+    chosen, seen = [], set()
+    for _ in range(tries):
+        need = pairs - len(chosen)
+        if need == 0:
+            break
+        states, ended = game.initial_states(need), np.zeros(need, dtype=bool)
+        for _ply in range(plies):
+            going = ~ended
+            step = game.play(states[going], random_moves(game, states[going], rng))
+            states[going] = step.states
+            ended[going] = step.terminal
+        for state in states[~ended]:
+            key = state.tobytes()
+            if key not in seen and len(chosen) < pairs:
+                seen.add(key)
+                chosen.append(state)
+    if not chosen:
+        raise ValueError(f"every {plies}-ply opening of {game.name} ends the game: use fewer opening plies")
+    while len(chosen) < pairs:  # the game has fewer openings of this length than pairs: repeat them in turn
+        chosen.append(chosen[len(chosen) - len(seen)])
+    return np.stack(chosen)
 
 
 def play_match(game: Game, a, b, games: int, opening_plies: int, rng: np.random.Generator) -> tuple[int, int, int]:
-    """(a's wins, draws, a's losses) over ``games`` (rounded up to even) in lock-step, openings paired."""
+    """(a's wins, draws, a's losses) over ``games`` (rounded up to even) in lock-step: each pair of games starts from
+    its own opening (distinct_openings) and swaps who moves first."""
     n = games + games % 2
-    states = game.initial_states(n)
+    states = np.repeat(distinct_openings(game, n // 2, opening_plies, rng), 2, axis=0)
     a_first = np.arange(n) % 2 == 0  # games 2i and 2i+1 share an opening and swap sides
     outcome = np.zeros(n, dtype=np.int64)  # +1 a won, -1 a lost, 0 drawn
     alive = np.arange(n)
-    ply = 0
+    ply = opening_plies  # the player to move is the opening's: a moves at even plies in its "first" games
     while len(alive):
+        a_turn = a_first[alive] == (ply % 2 == 0)
         moves = np.zeros(len(alive), dtype=np.int64)
-        if ply < opening_plies:  # a pair's two games are the same position until the opening ends
-            first = alive % 2 == 0
-            shared = random_moves(game, states[alive[first]], rng)
-            moves[first] = shared
-            moves[~first] = shared  # alive holds both games of a pair, next to each other
-        else:
-            a_turn = a_first[alive] == (ply % 2 == 0)
-            if a_turn.any():
-                moves[a_turn] = a.choose(states[alive[a_turn]], rng)
-            if (~a_turn).any():
-                moves[~a_turn] = b.choose(states[alive[~a_turn]], rng)
-        mover_is_a = a_first[alive] == (ply % 2 == 0)
+        if a_turn.any():
+            moves[a_turn] = a.choose(states[alive[a_turn]], rng)
+        if (~a_turn).any():
+            moves[~a_turn] = b.choose(states[alive[~a_turn]], rng)
         step = game.play(states[alive], moves)
         states[alive] = step.states
         done = step.terminal
         won = step.value[done] < 0  # the player to move after a winning move has lost
-        outcome[alive[done]] = np.where(won, np.where(mover_is_a[done], 1, -1), 0)
+        outcome[alive[done]] = np.where(won, np.where(a_turn[done], 1, -1), 0)
         alive = alive[~done]
         ply += 1
     return int((outcome > 0).sum()), int((outcome == 0).sum()), int((outcome < 0).sum())
@@ -281,7 +305,7 @@ class PeriodicArena:
             state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             self.pending = self.pool.submit(
                 arena_weights, state, self.cfg.to_dict(), step, earlier, ec.arena_baselines, ec.arena_games,
-                ec.simulations, 2, self.cfg.run.seed + step, self.cfg.actors.precision)
+                ec.simulations, DEFAULT_OPENING_PLIES, self.cfg.run.seed + step, self.cfg.actors.precision)
 
     def close(self) -> None:
         if self.pool is not None:

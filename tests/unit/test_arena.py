@@ -151,3 +151,14 @@ def test_a_ladder_puts_a_runs_checkpoints_on_one_scale_against_fixed_baselines()
     assert "rises at every checkpoint" in arena.format_ladder(ladder)
     backwards = arena.run_ladder(game, [strong, middling, weak], baselines, 20, 0, 1, seed=3)
     assert not backwards.rises_monotonically() and "does NOT rise" in arena.format_ladder(backwards)
+
+
+def test_each_pair_of_a_match_opens_differently_while_the_game_has_openings_enough():
+    # deterministic players replay a repeated opening move for move: a repeat would count the same games twice
+    c4, rng = ConnectFour(), np.random.default_rng(0)
+    four = arena.distinct_openings(c4, 50, 4, rng)
+    assert len({s.tobytes() for s in four}) == 50
+    two = arena.distinct_openings(c4, 50, 2, rng)  # Connect Four has 49 two-ply positions: one must repeat
+    assert len({s.tobytes() for s in two}) == 49
+    with pytest.raises(ValueError, match="every 9-ply opening of tictactoe ends the game"):
+        arena.distinct_openings(TicTacToe(), 4, 9, rng)
