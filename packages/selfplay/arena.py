@@ -193,11 +193,15 @@ def format_ladder(r: LadderResult) -> str:
 
 
 def ladder_summary(r: LadderResult) -> dict:
-    """The ladder as JSON: each checkpoint's Elo, interval half-width and score against each baseline."""
-    return {"simulations": r.simulations, "previous": r.previous, "rises_monotonically": r.rises_monotonically(), "seconds": r.seconds,
+    """The ladder as JSON: each checkpoint's Elo, interval half-width, W-D-L against each baseline and against the
+    earlier checkpoints it played."""
+    return {"simulations": r.simulations, "previous": r.previous, "rises_monotonically": r.rises_monotonically(),
+            "seconds": r.seconds,
             "baseline_elo": {b: r.ratings[b][0] for b in r.baselines},
             "checkpoints": [{"checkpoint": c, "elo": r.ratings[c][0], "elo_95": 1.96 * r.ratings[c][1],
-                             "wdl": {b: list(r.results[(c, b)]) for b in r.baselines}} for c in r.checkpoints]}
+                             "wdl": {b: list(r.results[(c, b)]) for b in r.baselines},
+                             "wdl_vs_earlier": {b: list(r.results[(c, b)]) for b in r.checkpoints if (c, b) in r.results}}
+                            for c in r.checkpoints]}
 
 
 def format_table(r: ArenaResult) -> str:

@@ -148,6 +148,7 @@ def test_a_ladder_puts_a_runs_checkpoints_on_one_scale_against_fixed_baselines()
     assert ladder.elo()[2] - ladder.elo()[0] > 200
     summary = arena.ladder_summary(ladder)
     assert summary["rises_monotonically"] and [c["checkpoint"] for c in summary["checkpoints"]] == ladder.checkpoints
+    assert [sorted(c["wdl_vs_earlier"]) for c in summary["checkpoints"]] == [[], ["step-1"], ["step-1", "step-2"]]
     assert "rises at every checkpoint" in arena.format_ladder(ladder)
     backwards = arena.run_ladder(game, [strong, middling, weak], baselines, 20, 0, 1, seed=3)
     assert not backwards.rises_monotonically() and "does NOT rise" in arena.format_ladder(backwards)
