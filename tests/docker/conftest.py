@@ -43,6 +43,15 @@ def _base_image(client) -> str | None:
 
 
 @pytest.fixture(scope="session")
+def local_base(docker_client) -> str:
+    """The base image the images here are built on; skips where none is local (the default is pulled)."""
+    base = _base_image(docker_client)
+    if base is None:
+        pytest.skip(f"no {LOCAL_BASE} (scripts/docker_base.sh makes it)")
+    return base
+
+
+@pytest.fixture(scope="session")
 def cpu_image(docker_client) -> str:
     """The CPU image, built from the repository's docker/Dockerfile.cpu as CI and `make build-train` do."""
     import docker

@@ -128,3 +128,11 @@ def test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch(docker_client):
         docker("rmi", steps[-1], check=False)
     assert errors, "the CUDA build must not succeed with a CPU torch"
     assert "install_torch: the CUDA image got a CPU-only torch" in output + "".join(errors), output[-3000:]
+
+
+def test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against(local_base):
+    """The TPU image's build imports torch_xla, whose _XLAC needs libpython3.11.so.1.0: python:3.11-slim has it,
+    Debian's python3 alone does not, so scripts/docker_base.sh installs it (a base without it fails that build)."""
+    found = docker("run", "--rm", local_base, "python3", "-c",
+                   "import ctypes, sys; ctypes.CDLL('libpython3.11.so.1.0'); print(sys.version_info[:2])", check=False)
+    assert found.returncode == 0 and found.stdout.strip() == "(3, 11)", found.stdout + found.stderr
