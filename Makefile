@@ -10,6 +10,11 @@ TORCH_SPEC ?= torch==2.13.0
 CONFIG     ?= packages/selfplay/configs/connect4.yaml
 RUN_DIR    ?= runs/local
 ARGS       ?=
+# pytest-xdist workers: most tests wait on subprocesses, servers and the Docker engine, so more workers than
+# cores pays (tests/conftest.py keeps the tests of one expensive fixture on one worker). 0 = no xdist.
+TEST_WORKERS ?= 4
+TEST_REPORT  := .cache/test-report.xml
+PYTEST       = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --junitxml=$(TEST_REPORT)
 
 # ---- environments (created on first use, refreshed when pyproject.toml changes) ----
 $(VENV)/.installed: pyproject.toml
@@ -42,10 +47,10 @@ eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons t
 	$(PY) -m selfplay eval --checkpoint $(RUN_DIR) $(ARGS)
 
 test: $(VENV)/.installed-dev lint ## lint, then the whole test suite (slow, terraform and docker tests included)
-	$(PY) -m pytest $(ARGS)
+	$(PYTEST) $(ARGS)
 
 test-fast: $(VENV)/.installed-dev ## the suite without the slow tests
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PYTEST) -m "not slow" $(ARGS)
 
 bench: $(VENV)/.installed ## self-play, learner and training benchmarks -> bench/results/*.json + a table
 	$(PY) -m bench.run $(ARGS)

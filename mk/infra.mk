@@ -1,7 +1,8 @@
 # infra/: static checks that need no cloud account and no google provider download.
 # (make preflight / apply / destroy belong to the launcher's mk file.)
 
-CHECKOV_VENV ?= .venv-checkov
+# Outside the clone, keyed by its requirements (scripts/cache_dir.sh): installed once per machine.
+CHECKOV_VENV ?= $(shell bash scripts/cache_dir.sh venv-checkov tests/infra/requirements-checkov.txt)
 RENDER_GPU   ?= false
 # Provider-free runs: no CLI config, so Terraform never consults a mirror or the registry.
 TF_OFFLINE   := TF_CLI_CONFIG_FILE=/dev/null TF_IN_AUTOMATION=1

@@ -1,13 +1,14 @@
 # The XLA learner (the TPU path) on torch_xla's CPU device, in its own venv: torch_xla needs the torch it was
 # built for (packages/selfplay/data/xla-requirements.txt), older than .venv's.
-#   make xla-venv                 # .venv-xla (first time: minutes and ~5 GB, PyPI's torch brings CUDA libraries)
+#   make xla-venv                 # the XLA venv (first time: minutes and ~5 GB, PyPI's torch brings CUDA libraries)
 #   make test-xla                 # the XLA tests (make test runs them too, making the venv on first use)
 
-XLA_VENV ?= .venv-xla
+# Outside the clone, keyed by what it is made from (scripts/cache_dir.sh): made once per machine and pins.
+XLA_VENV ?= $(shell bash scripts/cache_dir.sh venv-xla packages/selfplay/data/xla-requirements.txt pyproject.toml)
 
 .PHONY: xla-venv test-xla
 
-xla-venv: ## make .venv-xla: torch + torch_xla at the pinned versions, and the trainer
+xla-venv: ## make the XLA venv (XLA_VENV, outside the clone): torch + torch_xla at the pinned versions, and the trainer
 	bash scripts/xla_venv.sh $(XLA_VENV)
 
 test-xla: $(VENV)/.installed-dev xla-venv ## the XLA learner's tests on torch_xla's CPU device (PJRT_DEVICE=CPU)

@@ -4,7 +4,8 @@
 # The XLA tests run the trainer there on torch_xla's CPU device (PJRT_DEVICE=CPU); on a TPU VM outside Docker
 # the same venv trains on the TPU (add libtpu: .venv-xla/bin/pip install 'torch-xla[tpu]').
 #
-#   scripts/xla_venv.sh [VENV]        # default: .venv-xla in the repository root
+#   scripts/xla_venv.sh [VENV]        # default: a folder outside the clone keyed by the pins and pyproject.toml
+#                                     # (scripts/cache_dir.sh), so every clone on this machine shares one
 #
 # Environment:
 #   PYTHON               the interpreter to build it from (default python3; PyPI's torch_xla wheels are for
@@ -18,7 +19,8 @@
 # then skip, saying so).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-venv="${1:-$root/.venv-xla}"
+venv="${1:-$(bash "$root/scripts/cache_dir.sh" venv-xla packages/selfplay/data/xla-requirements.txt pyproject.toml)}"
+mkdir -p "$(dirname "$venv")"
 pins="$root/packages/selfplay/data/xla-requirements.txt"
 stamp="$venv/.gantry-xla-pins"
 python="${PYTHON:-python3}"

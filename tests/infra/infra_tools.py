@@ -14,8 +14,18 @@ REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
 MODULES = INFRA / "modules"
 PROVIDER_FREE_MODULES = ("node_shape", "startup_script")
-CHECKOV_VENV = REPO / ".venv-checkov"
 CHECKOV_REQUIREMENTS = Path(__file__).with_name("requirements-checkov.txt")
+
+
+def cache_dir(name: str, *inputs: str) -> Path:
+    """Where scripts/cache_dir.sh keeps NAME: outside the clone, keyed by the contents of ``inputs`` (repository
+    paths), so a fresh clone on this machine reuses what an earlier one installed."""
+    made = subprocess.run(["bash", str(REPO / "scripts/cache_dir.sh"), name, *inputs], capture_output=True,
+                          text=True, check=True, timeout=60)
+    return Path(made.stdout.strip())
+
+
+CHECKOV_VENV = cache_dir("venv-checkov", str(CHECKOV_REQUIREMENTS.relative_to(REPO)))
 
 
 def require_tool(name: str, how_to_install: str) -> str:
@@ -79,10 +89,10 @@ def render_startup_script(tmp_path: Path, **variables) -> str:
 
 
 def checkov_binary() -> Path:
-    """checkov from .venv-checkov, installed on first use (one-time, a few minutes) under a lock."""
+    """checkov from its own venv (CHECKOV_VENV), installed on first use (one-time, a few minutes) under a lock."""
     binary = CHECKOV_VENV / "bin" / "checkov"
     stamp = CHECKOV_VENV / ".installed"
-    CHECKOV_VENV.mkdir(exist_ok=True)
+    CHECKOV_VENV.mkdir(parents=True, exist_ok=True)
     with open(CHECKOV_VENV / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         fresh = stamp.exists() and stamp.stat().st_mtime >= CHECKOV_REQUIREMENTS.stat().st_mtime

@@ -1,7 +1,7 @@
 """The XLA learner (the TPU path), proven on torch_xla's CPU device (PJRT_DEVICE=CPU).
 
 torch_xla runs only beside the torch it was built for (packages/selfplay/data/xla-requirements.txt), older than
-this project's main venv's, so these tests run the trainer in its own venv, .venv-xla, which
+this project's main venv's, so these tests run the trainer in its own venv (outside the clone), which
 scripts/xla_venv.sh makes on first use (minutes: PyPI's x86_64 torch brings its CUDA libraries) and keeps. Where
 it cannot be made (no PyPI, another CPU architecture) they skip, saying why.
 """
@@ -18,7 +18,10 @@ from selfplay.checkpoint import load
 from train_helpers import records
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("GANTRY_XLA_VENV", ROOT / ".venv-xla"))
+# Outside the clone, keyed by the pins and pyproject.toml (scripts/cache_dir.sh): a second clone reuses it.
+VENV = Path(os.environ.get("GANTRY_XLA_VENV") or subprocess.run(
+    ["bash", str(ROOT / "scripts/cache_dir.sh"), "venv-xla", "packages/selfplay/data/xla-requirements.txt",
+     "pyproject.toml"], capture_output=True, text=True, check=True, timeout=60).stdout.strip())
 # tiny budgets: a few learner steps after a 128-position buffer
 # fp32 actors: actors.inference=auto then serves their leaves from the XLA device on every CPU (with bf16 it would
 # leave them on the actor's core, hardware.leaves_served_by_learner)
@@ -52,7 +55,7 @@ def test_run_device_xla_without_torch_xla_is_one_line_naming_the_pins(tmp_path):
 
 @pytest.fixture(scope="module")
 def xla_python() -> str:
-    """.venv-xla's python, made by scripts/xla_venv.sh when missing; a skip with the script's reason otherwise."""
+    """The XLA venv's python, made by scripts/xla_venv.sh when missing; a skip with the script's reason otherwise."""
     try:
         made = subprocess.run(["bash", str(ROOT / "scripts/xla_venv.sh"), str(VENV)], capture_output=True,
                               text=True, timeout=1800, check=False)

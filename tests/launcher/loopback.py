@@ -19,7 +19,10 @@ class LoopbackServer:
         handler = type("Handler", (self.handler_class,), {"fake": self})
         self._server = self.server_class(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits up to one poll interval, and the default 0.5 s per server added a second
+        # to the teardown of every test that serves two fakes.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
         return self
 

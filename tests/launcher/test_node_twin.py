@@ -1,7 +1,9 @@
 """The user's cloud journey as one piece, with every real part this machine can run.
 
     make apply -> make build-train -> make run-gcp -> make status / logs -> a Spot preemption, healed by
-    make status -> make stop -> make fetch -> make run-gcp --resume
+    make status -> make stop -> make fetch -> make run-gcp --resume -> make run-gcp -- -m toytrain.train
+
+One test walks every phase, so the image is built and pushed and the nodes boot once (each boot is minutes).
 
 Real here: the terraform binary (`terraform output` of the deployment), `gantry build` building
 docker/Dockerfile.cpu and pushing it to a real registry server (Debian's docker-registry), the startup
@@ -166,51 +168,52 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         assert f"rank 1 finished at step {stopped_at + 5}," in nodes[1].output()
         phase("the resumed run finished on both nodes")
 
+        # make run-gcp -- -m toytrain.train: your own torchrun program on the same nodes, once the run is done
+        your_own_torchrun_program(cli, twin, nodes, pushed, stack)
+        phase("your own torchrun program ran on both nodes")
 
-def test_your_own_torchrun_program_on_two_nodes(engine, cli, fake, deployment, tmp_path):
-    """gantry run -- -m toytrain.train: a package of packages/ in the trainer image, under torchrun on both nodes,
-    meeting over gloo at node 0, its output in the bucket and its step in gantry status."""
+
+def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
+    """gantry run -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the trainer image,
+    under torchrun on both nodes, meeting over gloo at node 0, its output in the bucket and its step in gantry
+    status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
     from gantry.agent import newest_record
 
-    with ExitStack() as stack:
-        twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
-        built = cli("build", "--base-image", BASE_IMAGE, environ=twin.environ)
-        assert built.status == ExitStatus.OK, built.output[-3000:]
-        pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", built.stdout).group(1)
-        nodes = twin.boot("toy")
+    for rank in range(2):
+        stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-toy-{rank}"], capture_output=True,
+                       timeout=300, check=False)
+    steps = 24  # a pause per step, so that status sees the program at work
+    started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), "--", "-m",
+                  "toytrain.train", f"--steps={steps}", "--sleep-s=0.5", "--checkpoint-every=8",
+                  environ=twin.environ)
+    assert started.status == ExitStatus.OK, started.output
+    assert "Program: torchrun -m toytrain.train" in started.stdout
 
-        steps = 24  # a pause per step, so that status sees the program at work
-        started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), "--", "-m",
-                      "toytrain.train", f"--steps={steps}", "--sleep-s=0.5", "--checkpoint-every=8",
-                      environ=twin.environ)
-        assert started.status == ExitStatus.OK, started.output
-        assert "Program: torchrun -m toytrain.train" in started.stdout
-
-        def working():
-            status = cli("status", environ=twin.environ)
-            row0 = status.stdout.splitlines()[1].split()
-            return status if row0[2:4] == ["running", "toy"] and row0[4] != "-" else None
-
-        status = wait_until(working, timeout=300, interval=2,
-                            what=f"status to show the program's step; node 0 said:\n{nodes[0].output()[-3000:]}"
-                                 f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
-        assert 0 < int(status.stdout.splitlines()[1].split()[4]) <= steps
-        assert "master: step" in status.stdout and "| loss " in status.stdout
-        assert "Pons" not in status.stdout  # the selfplay trainer's figures are not this program's
-
-        wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=300, interval=2,
-                   what=f"the program to finish on both nodes; node 0 said:\n{nodes[0].output()[-3000:]}"
-                        f"\nnode 1 said:\n{nodes[1].output()[-3000:]}")
+    def working():
         status = cli("status", environ=twin.environ)
-        for rank, row in enumerate(status.stdout.splitlines()[1:3]):
-            assert row.split()[:4] == [str(rank), NAMES[rank], "finished", "toy"], status.stdout
-        assert status.stdout.splitlines()[1].split()[4] == str(steps)
-        assert "toytrain: 2 rank(s) over gloo" in nodes[0].output()  # one rank per node, one process group
-        for rank in range(2):  # torchrun as the entry point, in the image that was pushed
-            facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.Image}}",
-                           f"gantry-run-toy-{rank}")
-            assert facts.stdout.split() == ['["torchrun"]', pushed], facts.stdout + facts.stderr
+        row0 = status.stdout.splitlines()[1].split()
+        return status if row0[2:4] == ["running", "toy"] and row0[4] != "-" else None
 
-        run_dir = twin.bucket / "runs" / "toy"  # mirrored to the bucket: what make fetch brings home
-        assert newest_record(str(run_dir))["step"] == steps
-        assert (run_dir / "ckpt.pt").is_file()
+    status = wait_until(working, timeout=300, interval=2,
+                        what=f"status to show the program's step; node 0 said:\n{nodes[0].output()[-3000:]}"
+                             f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
+    assert 0 < int(status.stdout.splitlines()[1].split()[4]) <= steps
+    assert "master: step" in status.stdout and "| loss " in status.stdout
+    assert "Pons" not in status.stdout  # the selfplay trainer's figures are not this program's
+
+    wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=300, interval=2,
+               what=f"the program to finish on both nodes; node 0 said:\n{nodes[0].output()[-3000:]}"
+                    f"\nnode 1 said:\n{nodes[1].output()[-3000:]}")
+    status = cli("status", environ=twin.environ)
+    for rank, row in enumerate(status.stdout.splitlines()[1:3]):
+        assert row.split()[:4] == [str(rank), NAMES[rank], "finished", "toy"], status.stdout
+    assert status.stdout.splitlines()[1].split()[4] == str(steps)
+    assert "toytrain: 2 rank(s) over gloo" in nodes[0].output()  # one rank per node, one process group
+    for rank in range(2):  # torchrun as the entry point, in the image that was pushed
+        facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.Image}}",
+                       f"gantry-run-toy-{rank}")
+        assert facts.stdout.split() == ['["torchrun"]', pushed], facts.stdout + facts.stderr
+
+    run_dir = twin.bucket / "runs" / "toy"  # mirrored to the bucket: what make fetch brings home
+    assert newest_record(str(run_dir))["step"] == steps
+    assert (run_dir / "ckpt.pt").is_file()
