@@ -11,6 +11,8 @@
     tpu (v2) nodes:getGuestAttributes,     POST /v2/projects/P/locations/ZONE/nodes/NAME:getGuestAttributes|:start|:stop
       nodes:start, nodes:stop
     tpu (v2) operations.get                GET  /v2/projects/P/locations/ZONE/operations/ID
+    tpu (v2) nodes.list                    GET  /v2/projects/P/locations/ZONE/nodes
+    tpu (v2) queuedResources.list          GET  /v2/projects/P/locations/ZONE/queuedResources
     cloudquotas (v1) quotaInfos.list       GET  /v1/projects/P/locations/global/services/tpu.googleapis.com/quotaInfos
 
 Answers and errors follow each API's public JSON shapes; ``errors`` maps a path regex to
@@ -51,6 +53,7 @@ class FakeGoogleApis(LoopbackServer):
     operations: dict[str, dict] = field(default_factory=dict)  # name -> a google.longrunning.Operation
     tpu_actions: list[str] = field(default_factory=list)  # "start NAME", "stop NAME", "patch NAME updateMask"
     quota_infos: list[dict] = field(default_factory=list)  # Cloud Quotas QuotaInfo of tpu.googleapis.com
+    queued_resources: dict[str, dict] = field(default_factory=dict)  # name -> a Cloud TPU v2 QueuedResource
 
     def add_tpu_node(self, name: str, zone: str = "us-central1-a", tpu_type: str = "v3-8", state: str = "READY",
                      spot: bool = False, metadata: dict | None = None) -> dict:
@@ -66,6 +69,19 @@ class FakeGoogleApis(LoopbackServer):
             node["schedulingConfig"] = {"spot": True}
         self.tpu_nodes[name] = node
         return node
+
+    def add_queued_resource(self, name: str, zone: str = "us-central1-a", node_id: str = "gantry-tpu-0",
+                            labels: dict | None = None, state: str = "WAITING_FOR_RESOURCES") -> dict:
+        """A QueuedResource as queuedResources.get answers it (cloud.google.com/tpu/docs/reference/rest/v2/
+        projects.locations.queuedResources): no labels of its own; the node it will create carries them."""
+        parent = f"projects/{self.project}/locations/{zone}"
+        node = {"acceleratorType": "v5litepod-4", "runtimeVersion": "v2-alpha-tpuv5-lite",
+                "labels": {"gantry-deployment": "gantry"} if labels is None else labels}
+        queued = {"name": f"{parent}/queuedResources/{name}", "createTime": "2026-11-26T10:00:00Z",
+                  "tpu": {"nodeSpec": [{"parent": parent, "nodeId": node_id, "node": node}]}, "spot": {},
+                  "state": {"state": state, "stateInitiator": "USER"}}
+        self.queued_resources[name] = queued
+        return queued
 
     def quota(self, quota_id: str, zones: dict[str, int | None], default: int | None = None,
               unit: str = "1/{project}/{zone}") -> dict:
@@ -168,6 +184,14 @@ class FakeGoogleApis(LoopbackServer):
             if tpu_type not in self.tpu_types.get(zone, []):
                 return 404, error(404, "NOT_FOUND", f"Resource '{name}' was not found")
             return 200, {"name": name, "type": tpu_type, "acceleratorConfigs": [TPU_CONFIGS[tpu_type]]}
+        # nodes.list / queuedResources.list: {"nodes": [...]} or {"queuedResources": [...]}, with nextPageToken and
+        # unreachable (ListNodesResponse, ListQueuedResourcesResponse); an empty list is {} in Google's JSON.
+        match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/(nodes|queuedResources)", path)
+        if method == "GET" and match:
+            zone, kind = match[1], match[2]
+            listed = self.tpu_nodes if kind == "nodes" else self.queued_resources
+            items = [self._public(item) for item in listed.values() if f"/locations/{zone}/" in item["name"]]
+            return 200, {kind: items} if items else {}
         match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/nodes/([^/:]+)(?::(\w+))?", path)
         if match:
             return self._tpu_node(method, match[1], match[2], match[3] or "", query, body)
