@@ -1,7 +1,8 @@
 """Preflight: will `terraform apply` of this deployment succeed, and what would stop it?
 
 Read-only calls to the Compute API, in the order a failure is cheapest to explain:
-credentials -> project and API -> zone -> machine type -> accelerator -> quotas for the
+credentials (and a user's quota project) -> the APIs Terraform cannot enable itself (gantry.project_setup) ->
+project and Compute API -> zone -> machine type -> accelerator -> quotas for the
 whole deployment (node_count x the need of one node). A TPU VM: the type (Cloud TPU API) and
 its quota (Cloud Quotas API, gantry.tpu_quota) instead of the VM checks. Every failed check names the
 exact shortfall and the command or console page that fixes it; when the chosen zone
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gantry import policies, tpu_quota
+from gantry import policies, project_setup, tpu_quota
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
@@ -50,12 +51,16 @@ class Report:
 def run(deployment: Deployment, compute: Compute, apis: GoogleApis | None = None) -> Report:
     """``apis``: also check the organisation policies (gantry.policies) through Resource Manager."""
     report = Report(deployment)
+    # The APIs Terraform cannot enable itself come first: on a fresh project they are the first fix to make.
+    disabled = project_setup.check_apis(report, deployment, apis) if apis is not None else set()
     try:
         _run(report, deployment, compute, apis)
     except _Stop:
         pass  # a check that later ones depend on failed; it is already in the report
     else:
-        if apis is not None:
+        if apis is not None and disabled:  # Resource Manager is off, or Service Usage (which hides whether it is)
+            report.add("org policies", WARN, "not checked until the APIs above are enabled")
+        elif apis is not None:
             policies.check(report, deployment, apis)
     return report
 
