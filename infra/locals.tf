@@ -13,13 +13,18 @@ locals {
   # Google's published source range for IAP TCP forwarding: the only way in over SSH.
   iap_source_range = "35.235.240.0/20"
 
+  # serviceusage and cloudresourcemanager must be on before the first apply (gantry.project_setup.SETUP_APIS:
+  # Terraform enables the rest through the one and grants the nodes' roles through the other); listed here too so
+  # the deployment records that it relies on them.
   required_apis = concat([
     "artifactregistry.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
     "iap.googleapis.com",
     "logging.googleapis.com",
     "oslogin.googleapis.com",
+    "serviceusage.googleapis.com",
     "storage.googleapis.com",
   ], var.use_tpu ? ["tpu.googleapis.com"] : [])
 

@@ -120,7 +120,7 @@ class RunSpec:
     master_port: int = DEFAULT_MASTER_PORT
     nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
     gpu: bool = False
-    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (--privileged) and PJRT_DEVICE=TPU
+    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (TPU_RUN_ARGS) and PJRT_DEVICE=TPU
     action: str = "start"  # start | stop
     launched_at: str = ""
     run_dir: str = ""  # the run's directory (GANTRY_RUN_DIR): gs://BUCKET/runs/RUN_ID
@@ -819,6 +819,15 @@ def parse_spec(raw, log) -> RunSpec | None:
         return None
 
 
+# A TPU VM's container. The chips are /dev/accel* (v2-v4) or VFIO groups under /dev/vfio (v5e and later), and libtpu
+# pins its buffers, so it needs an unlimited memlock. --privileged (what Google's "Run TPU workloads in a Docker
+# container" guide uses) passes every host device, but grants capabilities to a root process only: the image's
+# USER 1000 would get neither CAP_IPC_LOCK nor access to root-owned device nodes. So the container runs as root
+# (the agent, root too, owns the run folder) with memlock unlimited, as Google's guide runs it (its images are root).
+# Not yet run on a real TPU (docs/ARCHITECTURE.md).
+TPU_RUN_ARGS = ["--privileged", "--user", "0:0", "--ulimit", "memlock=-1:-1"]
+
+
 def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
     env = {NNODES_ENV: spec.nnodes, NODE_RANK_ENV: spec.node_rank, MASTER_ADDR_ENV: spec.master_addr,
            MASTER_PORT_ENV: spec.master_port,
@@ -832,9 +841,7 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
     if spec.gpu:
         args += ["--gpus", "all"]
     if spec.tpu:
-        # The chips are /dev/accel* (v2-v4) or VFIO groups (v5e and later), and libtpu also wants the host's
-        # memlock and sysfs: --privileged is what Google's TPU VM guides run containers with.
-        args += ["--privileged"]
+        args += TPU_RUN_ARGS
         env[PJRT_DEVICE_ENV] = "TPU"
     for key, value in env.items():
         args += ["-e", f"{key}={value}"]

@@ -39,6 +39,7 @@ class Deployment:
     accelerator_count: int = 1  # GPUs per node
     spot: bool = False  # Spot VMs: ~40-60% cheaper, can be preempted with 30 s notice
     max_run_hours: float = 0  # GCE deletes/stops the VM after this long (the agent stops a TPU node); 0 = no limit
+    termination_action: str = "STOP"  # what GCE does at max_run_hours or a preemption: STOP or DELETE
     idle_shutdown_minutes: int = 60  # the node agent powers an idle node off (stops a TPU node); 0 = never
     boot_disk_size_gb: int = 100
     cpu_image: str = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"  # PROJECT/FAMILY (preflight: trusted image projects)

@@ -8,7 +8,10 @@ or a lost state file shows up instead of billing quietly:
   the VPC, its subnetworks, firewall rules and routers (with the Cloud NAT), found by the
   network name (these carry no labels);
 - Cloud Storage buckets and Artifact Registry repositories with the label (REST);
-- the nodes' service account (REST, IAM).
+- the nodes' service account (REST, IAM);
+- Cloud TPU nodes and queued resources with the label, in zone and fallback_zones (Cloud TPU API v2
+  nodes.list and queuedResources.list, REST): a TPU VM is not a Compute instance of the project, so the
+  Compute lists above never show one, and a TPU bills hundreds of dollars a day.
 
 A section whose API cannot be asked (no permission, API disabled) is named as unchecked
 rather than reported clean.
@@ -24,6 +27,9 @@ from gantry.gcp import Compute, GoogleApis, short_name
 
 # kind -> (the gcloud command that deletes one, its location flag or ""), in the order to delete them.
 DELETE = {
+    # A queued resource first: deleting it with --force also deletes the TPU node it created.
+    "queued": ("gcloud compute tpus queued-resources delete --force", "--zone"),
+    "tpu": ("gcloud compute tpus tpu-vm delete", "--zone"),
     "instance": ("gcloud compute instances delete", "--zone"),
     "disk": ("gcloud compute disks delete", "--zone"),
     "address": ("gcloud compute addresses delete", "--region"),
@@ -77,7 +83,8 @@ def take(d: Deployment, compute: Compute, apis: GoogleApis | None, bucket: str =
     if apis is not None:
         sections.update({"buckets": lambda: _buckets(d, apis, bucket),
                          "Artifact Registry repositories": lambda: _repositories(d, apis),
-                         "service accounts": lambda: _accounts(d, apis)})
+                         "service accounts": lambda: _accounts(d, apis),
+                         "TPU nodes and queued resources": lambda: _tpus(d, apis)})
     inventory = Inventory()
     for what, section in sections.items():
         try:
@@ -144,6 +151,30 @@ def _accounts(d: Deployment, apis: GoogleApis) -> list[Leftover]:
             if a.get("email", "").startswith(account_prefix(d))]
 
 
+def _tpus(d: Deployment, apis: GoogleApis) -> list[Leftover]:
+    """Labelled TPU nodes and the queued resources whose node spec carries the label, per zone the nodes may be in
+    (cloud.google.com/tpu/docs/reference/rest/v2: projects.locations.nodes.list, .queuedResources.list)."""
+    from google.api_core.exceptions import Forbidden
+
+    found = []
+    for zone in dict.fromkeys((d.zone, *d.fallback_zones)):
+        parent = f"v2/projects/{d.project_id}/locations/{zone}"
+        try:
+            nodes = apis.list("tpu", f"{parent}/nodes", "nodes")
+        except Forbidden as exc:
+            if getattr(exc, "reason", None) == "SERVICE_DISABLED":
+                return []  # the Cloud TPU API was never enabled in the project: no TPU node can exist
+            raise
+        found += [Leftover("tpu", short_name(n["name"]), zone, f"{n.get('acceleratorType', '')}, {n.get('state', '')}")
+                  for n in nodes if _labelled(n, d)]
+        for queued in apis.list("tpu", f"{parent}/queuedResources", "queuedResources"):
+            specs = (queued.get("tpu") or {}).get("nodeSpec") or []
+            if any(_labelled(spec.get("node") or {}, d) for spec in specs):
+                state = (queued.get("state") or {}).get("state", "")
+                found.append(Leftover("queued", short_name(queued["name"]), zone, f"queued resource, {state}"))
+    return found
+
+
 def _first_line(exc: Exception) -> str:
     return (getattr(exc, "message", None) or str(exc)).splitlines()[0][:160]
 
@@ -155,7 +186,8 @@ def render(d: Deployment, inventory: Inventory, kept: str = "") -> list[str]:
     lines = []
     if not found:
         lines.append(f"Inventory of project {d.project_id} (label {label}): no instances, disks, addresses, "
-                     "network, firewall rules, routers, buckets, repositories or service account left; "
+                     "network, firewall rules, routers, buckets, repositories, service account, TPU nodes or "
+                     "queued resources left; "
                      + ("nothing left billing among what could be checked." if inventory.unchecked
                         else "nothing left billing."))
     else:

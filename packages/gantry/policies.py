@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
+from gantry.project_setup import SERVICE_DISABLED, enable_command
 
 # constraint -> (does it apply to this deployment, what it breaks when enforced)
 BOOLEAN = {
@@ -43,6 +44,12 @@ def check(report, d: Deployment, apis: GoogleApis) -> None:
             policy = apis.call("POST", "cloudresourcemanager", f"v1/projects/{d.project_id}:getEffectiveOrgPolicy",
                                body={"constraint": f"constraints/{constraint}"})
         except GoogleAPICallError as exc:
+            if getattr(exc, "reason", None) == SERVICE_DISABLED:  # the API is off: no role would help
+                report.add("org policies", FAIL, f"not checked: the Cloud Resource Manager API is disabled in project "
+                                                 f"{d.project_id}, and `make apply` needs it (the nodes' IAM roles)",
+                           f"Run `{enable_command(d.project_id, 'cloudresourcemanager.googleapis.com')}`, then "
+                           "`make preflight` again.")
+                return
             if exc.code in (401, 403):
                 report.add("org policies", WARN, f"not checked: reading {constraint} was refused ({exc.code}: "
                                                  f"{exc.message.splitlines()[0][:120]})",

@@ -1,7 +1,8 @@
 """Preflight: will `terraform apply` of this deployment succeed, and what would stop it?
 
 Read-only calls to the Compute API, in the order a failure is cheapest to explain:
-credentials -> project and API -> zone -> machine type -> accelerator -> quotas for the
+credentials (and a user's quota project) -> the APIs Terraform cannot enable itself (gantry.project_setup) ->
+project and Compute API -> zone -> machine type -> accelerator -> quotas for the
 whole deployment (node_count x the need of one node). A TPU VM: the type (Cloud TPU API) and
 its quota (Cloud Quotas API, gantry.tpu_quota) instead of the VM checks. Every failed check names the
 exact shortfall and the command or console page that fixes it; when the chosen zone
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gantry import policies, tpu_quota
+from gantry import policies, project_setup, tpu_quota
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
@@ -50,12 +51,16 @@ class Report:
 def run(deployment: Deployment, compute: Compute, apis: GoogleApis | None = None) -> Report:
     """``apis``: also check the organisation policies (gantry.policies) through Resource Manager."""
     report = Report(deployment)
+    # The APIs Terraform cannot enable itself come first: on a fresh project they are the first fix to make.
+    disabled = project_setup.check_apis(report, deployment, apis) if apis is not None else set()
     try:
         _run(report, deployment, compute, apis)
     except _Stop:
         pass  # a check that later ones depend on failed; it is already in the report
     else:
-        if apis is not None:
+        if apis is not None and disabled:  # Resource Manager is off, or Service Usage (which hides whether it is)
+            report.add("org policies", WARN, "not checked until the APIs above are enabled")
+        elif apis is not None:
             policies.check(report, deployment, apis)
     return report
 
@@ -273,7 +278,43 @@ def _check_quotas(report: Report, d: Deployment, project: dict, region: dict) ->
         gpus = d.accelerator_count * n
         _quota(report, d, "GPUS_ALL_REGIONS", project, gpus, regional=False)
         metric = gpu_metric(d.accelerator_type)
-        _quota(report, d, _spot_metric(region, metric) if d.spot else metric, region, gpus, regional=True)
+        if d.spot:
+            _quota(report, d, _spot_metric(region, metric), region, gpus, regional=True)
+        else:
+            _check_gpus(report, d, region, metric, gpus)
+
+
+# Google's "Limit the run time of a VM" (cloud.google.com/compute/docs/instances/limit-vm-runtime): "GPU VMs that are
+# configured to be automatically deleted after a predefined run time of 7 days or less can consume either preemptible
+# or standard allocation quotas". New projects have 0 standard T4s; preemptible GPU quota is often what they have.
+PREEMPTIBLE_GPU_QUOTA_MAX_RUN_HOURS = 7 * 24
+
+
+def may_use_preemptible_gpu_quota(d: Deployment) -> bool:
+    return d.termination_action == "DELETE" and 0 < d.max_run_hours <= PREEMPTIBLE_GPU_QUOTA_MAX_RUN_HOURS
+
+
+def _check_gpus(report: Report, d: Deployment, region: dict, metric: str, need: float) -> None:
+    preemptible = f"PREEMPTIBLE_{metric}"
+
+    def free(name: str) -> float:
+        limit, usage = region.get(name, (0, 0))
+        return limit - usage
+
+    if may_use_preemptible_gpu_quota(d):
+        # Either quota will do: one short is a warning, both short blocks (as C4_CPUS and CPUS).
+        short = [m for m in (metric, preemptible) if free(m) < need]
+        for name, other in ((metric, preemptible), (preemptible, metric)):
+            _quota(report, d, name, region, need, regional=True, blocking=len(short) == 2,
+                   note=f" (GPU VMs deleted within 7 days may use {other} instead; apply may still work.)")
+        return
+    _quota(report, d, metric, region, need, regional=True)
+    if free(metric) < need <= free(preemptible):
+        report.checks[-1].fixes.append(
+            f"Or use the preemptible GPU quota ({preemptible}, free {free(preemptible):g}) without Spot: set "
+            f"termination_action = \"DELETE\" and max_run_hours <= {PREEMPTIBLE_GPU_QUOTA_MAX_RUN_HOURS} in "
+            "infra/terraform.tfvars (GPU VMs deleted within 7 days may use it: "
+            "cloud.google.com/compute/docs/instances/limit-vm-runtime).")
 
 
 def _check_cpus(report: Report, d: Deployment, region: dict, need: float) -> None:

@@ -22,6 +22,10 @@ _NEW_ACCOUNT = re.compile(r"Service account (\S+@\S+\.iam\.gserviceaccount\.com)
 def reason(terraform_output: str) -> str | None:
     """Why a failed apply is worth one more try after a wait, or None when it is not that."""
     if DISABLED.search(terraform_output):
+        from gantry.project_setup import SETUP_APIS
+
+        if set(services(terraform_output)) & set(SETUP_APIS):
+            return None  # off before the apply, and Terraform cannot turn it on: waiting fixes nothing
         named = ", ".join(services(terraform_output)) or "a Google API"
         return f"{named} answered 403 SERVICE_DISABLED: newly enabled APIs take 1-3 minutes to answer"
     account = _NEW_ACCOUNT.search(terraform_output)

@@ -1,7 +1,8 @@
 """Stub commands for running the rendered node startup script unprivileged on this machine.
 
 The script talks to the world only through curl (metadata server), docker, systemctl, apt-get,
-cloud-init, nvidia-smi, nvidia-ctk and sleep. These stand-ins record what they were asked into
+apt-mark, dpkg-query, uname, nvidia-smi, nvidia-ctk and sleep (a cloud-init stub records any call to it:
+the script must make none). These stand-ins record what they were asked into
 STUB_STATE and answer from STUB_METADATA, so a test can check what the script did, step by step.
 
 A busy first boot is played in virtual time: `sleep` adds its seconds to STUB_STATE/clock and
@@ -80,6 +81,10 @@ fi
 """
 
 NVIDIA_SMI = r"""#!/usr/bin/env bash
+if [ -n "${STUB_NVIDIA_NO_MODULE:-}" ]; then  # nvidia-smi's words when the module is not loaded (#25)
+    echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+    exit 9
+fi
 case "$*" in
     *driver_version*) echo "$STUB_DRIVER_VERSION" ;;
     *name,memory.total*) echo "Tesla T4, 15360 MiB" ;;
@@ -96,6 +101,27 @@ esac
 """
 
 
+# The kernel the node booted (`uname -r`), and dpkg-query's `${db:Status-Abbrev} ${Package}` lines for
+# linux-* on an Ubuntu 22.04 GCE image that also keeps an older kernel and the config of a removed one.
+KERNEL = "6.8.0-1015-gcp"
+DPKG_LINUX = "\n".join([
+    "ii  linux-base", "ii  linux-gcp", "ii  linux-headers-gcp", "ii  linux-image-gcp",
+    f"ii  linux-image-{KERNEL}", f"ii  linux-headers-{KERNEL}", f"ii  linux-modules-{KERNEL}",
+    "ii  linux-gcp-6.8-headers-6.8.0-1015", "ii  linux-image-6.5.0-1010-gcp", "rc  linux-image-6.2.0-1019-gcp",
+    "un  linux-generic",
+])
+
+UNAME = r"""#!/usr/bin/env bash
+[ "$1" = -r ] && { echo "${STUB_KERNEL:-%s}"; exit 0; }
+exec /bin/uname "$@"
+""" % KERNEL
+
+DPKG_QUERY = r"""#!/usr/bin/env bash
+echo "dpkg-query $*" >>"$STUB_STATE/commands.log"
+printf '%%b\n' "${STUB_DPKG_LINUX:-%s}"
+""" % DPKG_LINUX.replace("\n", "\\n")
+
+
 def install_stubs(bin_dir: Path, gpu: bool, docker_installed: bool = True, driver_installed: bool = True) -> None:
     """Write the stub commands into bin_dir (put it first on PATH). docker_installed=False leaves docker
     for `apt-get install docker.io`; driver_installed=False leaves nvidia-smi for later (the clock)."""
@@ -103,7 +129,7 @@ def install_stubs(bin_dir: Path, gpu: bool, docker_installed: bool = True, drive
     later = bin_dir / ".later"
     later.mkdir(exist_ok=True)
     stubs = {"curl": CURL, "docker": DOCKER, "systemctl": RECORDER, "apt-get": APT_GET, "cloud-init": RECORDER,
-             "sleep": SLEEP}
+             "sleep": SLEEP, "apt-mark": RECORDER, "dpkg-query": DPKG_QUERY, "uname": UNAME}
     if gpu:
         stubs.update({"nvidia-smi": NVIDIA_SMI, "nvidia-ctk": NVIDIA_CTK})
     for name, body in stubs.items():

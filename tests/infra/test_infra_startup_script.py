@@ -2,14 +2,15 @@
 infra/modules/startup_script, linted by shellcheck, then run for real by bash against stub
 commands (metadata server, docker, systemctl, nvidia-smi) to check what it does on a C4 node,
 on a healthy GPU node and on a GPU node whose driver cannot run the trainer's CUDA, and how a busy
-first boot (apt's lists lock held, a driver still installing) is waited out with bounded retries."""
+first boot (apt's lists lock held, a driver still installing) is waited out with bounded retries, and
+how a GPU node keeps (or says it lost) its driver across a kernel upgrade."""
 
 import json
 import os
 
 import pytest
 from gantry.agent import MAX_RUN_HOURS_ENV, NAMESPACE, RUN_KEY, Settings
-from infra_stubs import APT_LOCKED, install_stubs
+from infra_stubs import APT_LOCKED, KERNEL, install_stubs
 from infra_tools import render_startup_script, require_tool, run
 
 pytestmark = pytest.mark.terraform
@@ -50,7 +51,7 @@ class Node:
         for directory in (self.state, self.metadata, self.systemd):
             directory.mkdir(parents=True)
         install_stubs(root / "bin", gpu=gpu, docker_installed=docker_installed, driver_installed=driver_installed)
-        for system_path in ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log"):
+        for system_path in ("/opt/gantry", "/etc/gantry", "/var/lib/gantry", "/var/log/gantry-agent.log"):
             script = script.replace(f'"{system_path}', f'"{root}{system_path}')
         self.script = root / "startup.sh"
         self.script.write_text(script)
@@ -185,7 +186,6 @@ def test_a_held_apt_lists_lock_is_waited_out_and_every_attempt_reported(rendered
     result = node.boot()
     assert result.returncode == 0, result.stdout + result.stderr
     commands = node.commands()
-    assert commands[0] == "cloud-init status --wait", "cloud-init must be done before apt runs"
     updates = [c for c in commands if c.startswith("apt-get") and c.endswith("update -q")]
     assert len(updates) == 4 and node.sleeps() == [5, 10, 20]
     assert any("install -y -q --no-install-recommends docker.io" in c for c in commands)
@@ -250,3 +250,59 @@ def test_every_setting_the_boot_writes_for_the_agent_is_read_by_it(rendered, use
     written = re.findall(r"^([A-Z_]+)=", block, re.MULTILINE)
     agent = Path(gantry.agent.__file__).read_text()
     assert written and [name for name in written if f'"{name}"' not in agent] == []
+
+
+@pytest.mark.parametrize("use_gpu", [False, True], ids=["cpu", "gpu"])
+def test_the_boot_never_waits_for_cloud_init(rendered, tmp_path, use_gpu):
+    """This script is google-startup-scripts.service, wanted by multi-user.target; cloud-init's final stage is
+    ordered after that target (a target is ordered after what it wants: systemd.target(5)), so waiting for
+    cloud-init here waits for itself until a timeout (GoogleCloudPlatform/guest-agent#84). apt's lock retries
+    cover what cloud-init still runs, and a boot with no wait is no slower."""
+    node = _healthy_node(tmp_path, rendered(use_gpu=use_gpu, required_cuda_version="12.4"), gpu=use_gpu)
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [c for c in node.commands() if c.startswith("cloud-init")]
+    assert node.sleeps() == []
+
+
+def test_a_gpu_node_holds_its_running_kernel_and_remembers_it(rendered, tmp_path):
+    """Unattended upgrades must not install a kernel the NVIDIA module was not built for
+    (GoogleCloudPlatform/compute-gpu-installation#25): the running kernel's packages and the version-less metas
+    that pull newer ones are held; an older kernel still installed and a removed one's config are left alone."""
+    node = _healthy_node(tmp_path, rendered(use_gpu=True, required_cuda_version="12.4"), gpu=True)
+    result = node.boot()
+    assert result.returncode == 0, result.stdout + result.stderr
+    (hold,) = [c for c in node.commands() if c.startswith("apt-mark")]
+    assert hold.split() == ["apt-mark", "hold", "linux-gcp", "linux-headers-gcp", "linux-image-gcp",
+                            f"linux-image-{KERNEL}", f"linux-headers-{KERNEL}", f"linux-modules-{KERNEL}"]
+    assert f"kernel {KERNEL} held against upgrades" in result.stdout
+    assert (tmp_path / "var/lib/gantry/nvidia-kernel").read_text() == KERNEL + "\n"
+
+
+def test_a_cpu_node_leaves_its_kernel_to_unattended_upgrades(rendered, tmp_path):
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False)
+    assert node.boot().returncode == 0
+    assert not [c for c in node.commands() if c.startswith(("apt-mark", "dpkg-query"))]
+
+
+@pytest.mark.parametrize("kernel_changed", [True, False], ids=["kernel-changed", "driver-missing"])
+def test_a_gpu_node_whose_module_does_not_load_says_which_and_the_remedy(rendered, tmp_path, kernel_changed):
+    """nvidia-smi is there but cannot reach the driver: after a kernel change (the node last loaded the module
+    on another kernel) the line names both kernels and the DKMS rebuild; otherwise it says the driver is missing."""
+    node = _healthy_node(tmp_path, rendered(use_gpu=True), gpu=True, STUB_NVIDIA_NO_MODULE="1")
+    if kernel_changed:
+        (tmp_path / "var/lib/gantry").mkdir(parents=True)
+        (tmp_path / "var/lib/gantry/nvidia-kernel").write_text("6.5.0-1010-gcp\n")
+    result = node.boot()
+    assert result.returncode == 1
+    last = node.guest_attributes()[-1]
+    ns = f"instance/guest-attributes/{NAMESPACE}/boot"
+    if kernel_changed:
+        assert last.startswith(f"{ns}=error: kernel changed from 6.5.0-1010-gcp to {KERNEL} since the NVIDIA "
+                               "driver last loaded")
+        assert f"sudo apt-get install -y linux-headers-{KERNEL} && sudo dkms autoinstall && sudo reboot" in last
+    else:
+        assert last.startswith(f"{ns}=error: NVIDIA driver missing on kernel {KERNEL}")
+        assert "kernel changed" not in last
+    assert "make apply" in last
+    assert not (node.systemd / "gantry-agent.service").exists()

@@ -206,3 +206,23 @@ def test_tfvars_example_sets_only_declared_variables():
     keys = set(re.findall(r"^#?\s*([a-z_]+)\s+=", example, flags=re.MULTILINE))
     assert {"project_id", "use_gpu", "node_count", "spot", "max_run_hours"} <= keys
     assert keys <= declared, f"terraform.tfvars.example names undeclared variables: {sorted(keys - declared)}"
+
+
+def test_providers_bill_the_project_and_the_setup_apis_are_required():
+    """User credentials without a quota project get 403s from Service Usage (terraform-provider-google #7351, #1538):
+    both providers bill calls to the project, with arguments the real provider's schema has (the stand-in serves
+    it), and required_apis lists the APIs preflight asks the user to enable first (gantry.project_setup)."""
+    from gantry.project_setup import SETUP_APIS
+
+    providers = (INFRA / "providers.tf").read_text()
+    blocks = re.findall(r'^provider "([\w-]+)" \{(.*?)^\}', providers, re.MULTILINE | re.DOTALL)
+    assert [name for name, _ in blocks] == ["google", "google-beta"]
+    for name, body in blocks:
+        assert re.search(r"^\s*user_project_override\s*=\s*true$", body, re.MULTILINE), name
+        assert re.search(r"^\s*billing_project\s*=\s*var\.project_id$", body, re.MULTILINE), name
+        schema = json.loads((REPO / "tools/tf-standin" / f"{name.replace('-', '_')}_schema_8.7.0.json").read_text())
+        attributes = schema["provider"]["block"]["attributes"]
+        assert attributes["user_project_override"]["type"] == "bool" and attributes["billing_project"]["type"] == "string"
+    locals_tf = (INFRA / "locals.tf").read_text()
+    required = locals_tf.split("required_apis = concat([", 1)[1].split("]", 1)[0]
+    assert all(f'"{api}"' in required for api in SETUP_APIS)

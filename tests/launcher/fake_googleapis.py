@@ -6,11 +6,14 @@
     iam serviceAccounts.list               GET  /v1/projects/P/serviceAccounts
     cloudresourcemanager (v1)              POST /v1/projects/P:getEffectiveOrgPolicy {"constraint": ...}
       projects.getEffectiveOrgPolicy
+    serviceusage (v1) services.get         GET  /v1/projects/P/services/SERVICE
     tpu (v2) acceleratorTypes.get          GET  /v2/projects/P/locations/ZONE/acceleratorTypes/TYPE
     tpu (v2) nodes.get / nodes.patch       GET, PATCH /v2/projects/P/locations/ZONE/nodes/NAME (?updateMask=metadata)
     tpu (v2) nodes:getGuestAttributes,     POST /v2/projects/P/locations/ZONE/nodes/NAME:getGuestAttributes|:start|:stop
       nodes:start, nodes:stop
     tpu (v2) operations.get                GET  /v2/projects/P/locations/ZONE/operations/ID
+    tpu (v2) nodes.list                    GET  /v2/projects/P/locations/ZONE/nodes
+    tpu (v2) queuedResources.list          GET  /v2/projects/P/locations/ZONE/queuedResources
     cloudquotas (v1) quotaInfos.list       GET  /v1/projects/P/locations/global/services/tpu.googleapis.com/quotaInfos
 
 Answers and errors follow each API's public JSON shapes; ``errors`` maps a path regex to
@@ -37,6 +40,9 @@ class FakeGoogleApis(LoopbackServer):
     # constraint (without "constraints/") -> the Policy body's rule, e.g. {"booleanPolicy": {"enforced": True}}
     policies: dict[str, dict] = field(default_factory=dict)
     errors: dict[str, tuple[int, dict]] = field(default_factory=dict)
+    # APIs off in the project: services.get says DISABLED, and a call to one answers 403 SERVICE_DISABLED
+    disabled_services: set[str] = field(default_factory=set)
+    project_number: str = "123456789012"
     requests: list[str] = field(default_factory=list)
     # zone -> the TPU types the Cloud TPU API lists there (a few of Google's, as in infra/tpu_zones.json)
     tpu_types: dict[str, list[str]] = field(default_factory=lambda: {
@@ -51,6 +57,7 @@ class FakeGoogleApis(LoopbackServer):
     operations: dict[str, dict] = field(default_factory=dict)  # name -> a google.longrunning.Operation
     tpu_actions: list[str] = field(default_factory=list)  # "start NAME", "stop NAME", "patch NAME updateMask"
     quota_infos: list[dict] = field(default_factory=list)  # Cloud Quotas QuotaInfo of tpu.googleapis.com
+    queued_resources: dict[str, dict] = field(default_factory=dict)  # name -> a Cloud TPU v2 QueuedResource
 
     def add_tpu_node(self, name: str, zone: str = "us-central1-a", tpu_type: str = "v3-8", state: str = "READY",
                      spot: bool = False, metadata: dict | None = None) -> dict:
@@ -66,6 +73,19 @@ class FakeGoogleApis(LoopbackServer):
             node["schedulingConfig"] = {"spot": True}
         self.tpu_nodes[name] = node
         return node
+
+    def add_queued_resource(self, name: str, zone: str = "us-central1-a", node_id: str = "gantry-tpu-0",
+                            labels: dict | None = None, state: str = "WAITING_FOR_RESOURCES") -> dict:
+        """A QueuedResource as queuedResources.get answers it (cloud.google.com/tpu/docs/reference/rest/v2/
+        projects.locations.queuedResources): no labels of its own; the node it will create carries them."""
+        parent = f"projects/{self.project}/locations/{zone}"
+        node = {"acceleratorType": "v5litepod-4", "runtimeVersion": "v2-alpha-tpuv5-lite",
+                "labels": {"gantry-deployment": "gantry"} if labels is None else labels}
+        queued = {"name": f"{parent}/queuedResources/{name}", "createTime": "2026-11-26T10:00:00Z",
+                  "tpu": {"nodeSpec": [{"parent": parent, "nodeId": node_id, "node": node}]}, "spot": {},
+                  "state": {"state": state, "stateInitiator": "USER"}}
+        self.queued_resources[name] = queued
+        return queued
 
     def quota(self, quota_id: str, zones: dict[str, int | None], default: int | None = None,
               unit: str = "1/{project}/{zone}") -> dict:
@@ -126,6 +146,19 @@ class FakeGoogleApis(LoopbackServer):
             return 200, self._operation(zone, verb, node)
         return 404, error(404, "NOT_FOUND", f"no route for {method} {full}:{verb}")
 
+    def service_disabled(self, service: str) -> dict:
+        """A call to an API that is off in the project: 403 PERMISSION_DENIED whose ErrorInfo has reason
+        SERVICE_DISABLED and names the service, consumer and activation URL (google/api/error_reason.proto,
+        cloud.google.com/apis/design/errors; the message as Google writes it)."""
+        title = API_TITLES.get(service, service)
+        url = f"https://console.developers.google.com/apis/api/{service}/overview?project={self.project_number}"
+        body = error(403, "PERMISSION_DENIED",
+                     f"{title} has not been used in project {self.project_number} before or it is disabled. Enable it "
+                     f"by visiting {url} then retry. If you enabled this API recently, wait a few minutes for the "
+                     "action to propagate to our systems and retry.", reason="SERVICE_DISABLED", service=service)
+        body["error"]["details"][0]["metadata"].update(consumer=f"projects/{self.project_number}", activationUrl=url)
+        return body
+
     @property
     def endpoint(self) -> str:
         return self.base_url
@@ -143,6 +176,22 @@ class FakeGoogleApis(LoopbackServer):
             if re.search(pattern, path):
                 return answer
         p = re.escape(self.project)
+        served_by = "serviceusage.googleapis.com" if "/services/" in path and path.startswith("/v1/projects/") else (
+            "cloudresourcemanager.googleapis.com" if path.endswith(":getEffectiveOrgPolicy") else "")
+        if served_by in self.disabled_services:
+            return 403, self.service_disabled(served_by)
+        match = re.fullmatch(r"/v1/projects/([^/]+)/services/([a-z0-9.-]+)", path)
+        if method == "GET" and match and match[1] != self.project:  # Google answers 403 for a project you cannot see
+            return 403, error(403, "PERMISSION_DENIED", f"Permission denied to get service [{match[2]}]",
+                              reason="AUTH_PERMISSION_DENIED", service="serviceusage.googleapis.com")
+        match = re.fullmatch(rf"/v1/projects/{p}/services/([a-z0-9.-]+)", path)
+        if method == "GET" and match:
+            # services.get: a Service (cloud.google.com/service-usage/docs/reference/rest/v1/Service), named by
+            # project number; "state" is ENABLED or DISABLED
+            parent = f"projects/{self.project_number}"
+            return 200, {"name": f"{parent}/services/{match[1]}", "parent": parent,
+                         "config": {"name": match[1], "title": match[1]},
+                         "state": "DISABLED" if match[1] in self.disabled_services else "ENABLED"}
         if method == "GET" and path == "/storage/v1/b":
             items = [{"kind": "storage#bucket", "id": b["name"], "storageClass": "STANDARD", **b}
                      for b in self.buckets if query.get("project") == [self.project]]
@@ -168,6 +217,14 @@ class FakeGoogleApis(LoopbackServer):
             if tpu_type not in self.tpu_types.get(zone, []):
                 return 404, error(404, "NOT_FOUND", f"Resource '{name}' was not found")
             return 200, {"name": name, "type": tpu_type, "acceleratorConfigs": [TPU_CONFIGS[tpu_type]]}
+        # nodes.list / queuedResources.list: {"nodes": [...]} or {"queuedResources": [...]}, with nextPageToken and
+        # unreachable (ListNodesResponse, ListQueuedResourcesResponse); an empty list is {} in Google's JSON.
+        match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/(nodes|queuedResources)", path)
+        if method == "GET" and match:
+            zone, kind = match[1], match[2]
+            listed = self.tpu_nodes if kind == "nodes" else self.queued_resources
+            items = [self._public(item) for item in listed.values() if f"/locations/{zone}/" in item["name"]]
+            return 200, {kind: items} if items else {}
         match = re.fullmatch(rf"/v2/projects/{p}/locations/([^/]+)/nodes/([^/:]+)(?::(\w+))?", path)
         if match:
             return self._tpu_node(method, match[1], match[2], match[3] or "", query, body)
@@ -180,6 +237,9 @@ class FakeGoogleApis(LoopbackServer):
             return 200, {"quotaInfos": self.quota_infos} if self.quota_infos else {}
         return 404, error(404, "NOT_FOUND", f"no route for {method} {path}")
 
+
+API_TITLES = {"serviceusage.googleapis.com": "Service Usage API",
+              "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API", "tpu.googleapis.com": "Cloud TPU API"}
 
 # AcceleratorConfig of each single-host type (cloud.google.com/tpu/docs/reference/rest/v2/AcceleratorConfig:
 # type is the TPU generation enum, topology the chips' arrangement).

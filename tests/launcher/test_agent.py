@@ -204,8 +204,13 @@ def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     settings = Settings({})
     on_tpu, on_cpu = docker_run_args(tpu, str(tmp_path), settings), docker_run_args(cpu, str(tmp_path), settings)
     assert "--privileged" in on_tpu and "PJRT_DEVICE=TPU" in on_tpu and "--gpus" not in on_tpu
+    # --privileged grants capabilities to root only: libtpu runs as root, with an unlimited memlock
+    assert on_tpu[on_tpu.index("--user") + 1] == "0:0"
+    assert on_tpu[on_tpu.index("--ulimit") + 1] == "memlock=-1:-1"
+    assert on_tpu.index("--user") < on_tpu.index(tpu.image)  # docker options, not the trainer's arguments
     assert on_tpu[on_tpu.index("--network") + 1] == "host"
     assert "--privileged" not in on_cpu and not any(a.startswith("PJRT_DEVICE=") for a in on_cpu)
+    assert "--user" not in on_cpu and "--ulimit" not in on_cpu  # CPU and GPU containers keep the image's USER
 
 
 def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes):

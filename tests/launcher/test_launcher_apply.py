@@ -199,6 +199,24 @@ def test_a_fresh_projects_first_apply_waits_and_applies_once_more(cli, deploymen
     assert "node_names: ['gantry-node-0']" in result.stdout
 
 
+# google_project_iam_member in a project whose Cloud Resource Manager API is off (it was never in required_apis).
+CRM_DISABLED = ("Error: Error retrieving IAM policy for project \\\"demo-project\\\": googleapi: Error 403: Cloud Resource "
+                "Manager API has not been used in project 123456789012 before or it is disabled. Enable it by visiting "
+                "https://console.developers.google.com/apis/api/cloudresourcemanager.googleapis.com/overview?project="
+                "123456789012 then retry. If you enabled this API recently, wait a few minutes for the action to "
+                "propagate to our systems and retry.")
+
+
+def test_a_setup_api_that_is_off_is_not_waited_for_but_named_with_its_enable_command(cli, deployment):
+    """Terraform enables APIs through Service Usage and grants roles through Resource Manager: when either is off,
+    another try cannot help (issue 32), so apply fails at once with the command that fixes it."""
+    deployment.write(fail_with=CRM_DISABLED)
+    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    assert result.status == ExitStatus.ERROR
+    assert "Applying once more" not in result.stdout
+    assert "gcloud services enable cloudresourcemanager.googleapis.com --project=demo-project" in result.stderr
+
+
 def test_an_api_that_stays_disabled_fails_after_one_more_try(cli, deployment):
     deployment.write(fail_with=JUST_ENABLED)
     result = cli("apply", "--skip-preflight", environ=NO_WAIT)

@@ -146,3 +146,37 @@ def test_an_api_the_inventory_may_not_ask_is_named_not_reported_clean(cli, appli
     assert result.status == ExitStatus.OK, result.output
     assert "nothing left billing among what could be checked" in result.stdout
     assert "Not checked: service accounts (403: Permission 'iam.serviceAccounts.list' denied" in result.stdout
+
+
+def test_leftover_tpu_node_and_queued_resource_are_named_with_their_delete_commands(cli, applied, apis):
+    """A TPU VM is a Cloud TPU node, not a Compute instance: only the Cloud TPU API lists it (and the queued
+    resource that would create one), so without this section destroy could say nothing bills while a TPU does."""
+    apis.add_tpu_node("gantry-tpu-0", zone="us-central1-a", tpu_type="v3-8", state="READY")
+    apis.add_queued_resource("gantry-tpu-queued", zone="us-central1-a")
+    other = apis.add_tpu_node("someone-elses-tpu", zone="us-central1-a")
+    other["labels"] = {"gantry-deployment": "other"}
+    apis.add_queued_resource("their-queue", zone="us-central1-a", labels={"gantry-deployment": "other"})
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.LEFTOVERS, result.output
+    out = result.stdout
+    assert "2 resource(s) still exist and bill" in out
+    assert "gantry-tpu-0" in out and "v3-8, READY" in out
+    assert "queued resource, WAITING_FOR_RESOURCES" in out
+    assert ("gcloud compute tpus queued-resources delete --force gantry-tpu-queued --zone=us-central1-a "
+            "--project=demo-project") in out
+    assert "gcloud compute tpus tpu-vm delete gantry-tpu-0 --zone=us-central1-a --project=demo-project" in out
+    assert "someone-elses-tpu" not in out and "their-queue" not in out
+    assert "GET /v2/projects/demo-project/locations/us-central1-a/nodes" in apis.requests
+    assert "GET /v2/projects/demo-project/locations/us-central1-a/queuedResources" in apis.requests
+
+
+def test_a_project_without_the_cloud_tpu_api_has_no_tpu_to_list(cli, applied, apis):
+    from fake_googleapis import error
+
+    # Google's answer for an API never enabled (AIP-193 ErrorInfo, reason SERVICE_DISABLED).
+    apis.errors[r"^/v2/projects/demo-project/locations/[^/]+/nodes$"] = (403, error(
+        403, "PERMISSION_DENIED", "Cloud TPU API has not been used in project demo-project before or it is disabled.",
+        reason="SERVICE_DISABLED", service="tpu.googleapis.com"))
+    result = cli("destroy", "-y")
+    assert result.status == ExitStatus.OK, result.output
+    assert "nothing left billing." in result.stdout and "Not checked" not in result.stdout

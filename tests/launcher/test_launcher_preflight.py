@@ -254,3 +254,37 @@ def test_a_cloud_quotas_api_that_refuses_leaves_the_tpu_quota_unchecked_not_fail
     assert "[warn] TPU quota: not checked: the Cloud Quotas API did not answer (Cloud Quotas API has not been" \
         in result.stdout
     assert "gcloud services enable cloudquotas.googleapis.com --project=demo-project" in result.stdout
+
+
+def test_gpus_deleted_within_7_days_may_use_the_preemptible_quota(cli, deployment, fake):
+    """A new project's 0 T4s: GPU VMs deleted after a run time of 7 days or less may use preemptible GPU quota
+    (cloud.google.com/compute/docs/instances/limit-vm-runtime), so either quota passes; without the setting,
+    preflight names it."""
+    region = fake.region_quotas["us-central1"]
+    region["NVIDIA_T4_GPUS"] = (0, 0)
+    region["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (4, 0)
+    deployment.write(use_gpu=True, node_count=2, termination_action="DELETE", max_run_hours=168)
+    eligible = cli("preflight")
+    assert eligible.status == ExitStatus.OK, eligible.output
+    assert "[ ok ] quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): need 2, free 4" in eligible.stdout
+    assert "[warn] quota NVIDIA_T4_GPUS (us-central1): need 2 (2 node(s)), limit 0" in eligible.stdout
+    assert "may use PREEMPTIBLE_NVIDIA_T4_GPUS instead" in eligible.stdout
+
+    deployment.write(use_gpu=True, node_count=2, termination_action="STOP", max_run_hours=168)
+    stopped = cli("preflight")
+    assert stopped.status == ExitStatus.CHECK_FAILED
+    assert "[FAIL] quota NVIDIA_T4_GPUS (us-central1): need 2" in stopped.stdout
+    assert ('Or use the preemptible GPU quota (PREEMPTIBLE_NVIDIA_T4_GPUS, free 4) without Spot: set '
+            'termination_action = "DELETE" and max_run_hours <= 168 in infra/terraform.tfvars') in stopped.stdout
+
+    deployment.write(use_gpu=True, node_count=2, termination_action="DELETE", max_run_hours=169)  # past 7 days
+    too_long = cli("preflight")
+    assert too_long.status == ExitStatus.CHECK_FAILED
+    assert "quota PREEMPTIBLE_NVIDIA_T4_GPUS" not in too_long.stdout
+
+    region["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (1, 0)  # both short: a blocker on each
+    deployment.write(use_gpu=True, node_count=2, termination_action="DELETE", max_run_hours=8)
+    both_short = cli("preflight")
+    assert both_short.status == ExitStatus.CHECK_FAILED
+    assert "[FAIL] quota NVIDIA_T4_GPUS (us-central1)" in both_short.stdout
+    assert "[FAIL] quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): need 2 (2 node(s)), limit 1" in both_short.stdout

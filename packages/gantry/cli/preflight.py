@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gantry import config, cost, preflight
+from gantry import config, cost, preflight, project_setup
 from gantry.errors import CheckFailed
 from gantry.gcp import Compute, GoogleApis
 from gantry.status import ExitStatus
@@ -44,7 +44,10 @@ def check(deployment, env) -> preflight.Report:
     """Run and print preflight and the cost estimate (shared with `gantry apply`)."""
     compute = Compute.connect(env.environ)  # raises with the login command when there are none
     report = preflight.run(deployment, compute, GoogleApis.connect(env.environ))
-    report.checks.insert(0, preflight.Check("credentials", preflight.OK, compute.describe_credentials()))
+    first = preflight.Report(deployment)
+    first.add("credentials", preflight.OK, compute.describe_credentials())
+    project_setup.check_quota_project(first, compute.credentials, deployment.project_id)
+    report.checks[:0] = first.checks
     env.say(*preflight.render(report))
     estimate = cost.estimate(deployment, cpus=report.cpus_per_node, memory_gb=report.memory_gb_per_node)
     env.say(*cost.render(estimate))
