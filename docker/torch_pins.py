@@ -68,11 +68,16 @@ def unreachable(index_url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     return None
 
 
+def index_for(flavour: str, pins: dict | None = None) -> str:
+    """The pins' torch index for an image flavour: CUDA from cuda_index_url, CPU and TPU from cpu_index_url."""
+    return (pins or load())["cuda_index_url" if flavour == "cuda" else "cpu_index_url"]
+
+
 def image_index(flavour: str, pins: dict | None = None) -> str:
     """The index an image installs torch from: TORCH_INDEX_URL when set, else the pins' index for the flavour.
     A CPU or TPU image has no fallback: the images are linux/amd64, where PyPI's torch is the CUDA build."""
     pins = pins or load()
-    index = os.environ.get("TORCH_INDEX_URL") or pins["cuda_index_url" if flavour == "cuda" else "cpu_index_url"]
+    index = os.environ.get("TORCH_INDEX_URL") or index_for(flavour, pins)
     problem = unreachable(index) if flavour != "cuda" else None
     if problem:
         raise SystemExit(f"install_torch: the {flavour.upper()} image's torch index {index} cannot be reached "
