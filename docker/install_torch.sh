@@ -41,7 +41,7 @@ if ls "$build"/torch-*.whl >/dev/null 2>&1; then
 else
     # The flavour's index from torch.json (TORCH_INDEX_URL overrides); a CPU index out of reach stops here in
     # one line, since PyPI's Linux torch, the fallback pip would take, is the CUDA build.
-    index="$(TORCH_INDEX_URL="${3:-}" pins index "$flavour")"
+    index="$(TORCH_INDEX_URL="${3:-}" python3 "$build/torch_pins.py" index "$flavour")"
     echo "install_torch: $spec from $index"
     "$pip" install --find-links "$build" --index-url "$index" --extra-index-url "${PIP_INDEX_URL:-https://pypi.org/simple}" "$@"
 fi
