@@ -5,8 +5,10 @@ SHELL := /bin/bash
 PYTHON     ?= python3
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
-# Pinned so pip never swaps in a multi-GB CUDA build by surprise; override for a GPU laptop.
-TORCH_SPEC ?= torch==2.13.0
+# torch's version lives in docker/torch.json; docker/torch_pins.py installs it CPU-only (PyTorch's CPU index, else
+# a local +cpu wheel; on Linux it refuses PyPI's CUDA build in one line). A GPU laptop sets TORCH_SPEC (e.g.
+# torch==2.13.0, PyPI's CUDA 13.0 build), installed as given; TORCH_INDEX_URL names another torch index.
+TORCH_SPEC ?=
 CONFIG     ?= packages/selfplay/configs/connect4.yaml
 RUN_DIR    ?= runs/local
 ARGS       ?=
@@ -17,9 +19,9 @@ TEST_REPORT  := .cache/test-report.xml
 PYTEST       = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --junitxml=$(TEST_REPORT)
 
 # ---- environments (created on first use, refreshed when pyproject.toml changes) ----
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml docker/torch.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	TORCH_SPEC="$(TORCH_SPEC)" $(PY) docker/torch_pins.py install
 	$(PY) -m pip install -q -e .
 	@touch $@
 

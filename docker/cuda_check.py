@@ -25,7 +25,7 @@ class CudaCheckError(RuntimeError):
 
 
 def parse_version(text: str) -> tuple[int, int]:
-    """'12.8' or '12.8.1' -> (12, 8)."""
+    """'13.0' or '13.0.1' -> (13, 0)."""
     major, minor = text.split(".")[:2]
     return int(major), int(minor)
 
@@ -64,10 +64,26 @@ def compare(driver: tuple[int, int], wheel: tuple[int, int]) -> str | None:
     """None when the driver runs the wheel's CUDA; an error otherwise. CUDA keeps minor-version
     compatibility within a major release, so only an older major is fatal (a kernel test follows)."""
     if driver[0] < wheel[0]:
+        # The image's CUDA is docker/torch.json's cuda (install_torch.sh holds the build to it), so the other fix is
+        # there: PyTorch's CUDA indexes skip releases (no cu128 build of torch 2.13), hence no index URL is guessed.
         return (f"the host driver supports CUDA {driver[0]}.{driver[1]} but this image's torch needs CUDA "
-                f"{wheel[0]}.{wheel[1]}: upgrade the host's NVIDIA driver, or rebuild docker/Dockerfile.cuda with "
-                f"TORCH_INDEX_URL=https://download.pytorch.org/whl/cu{driver[0]}{driver[1]}")
+                f"{wheel[0]}.{wheel[1]}: upgrade the host's NVIDIA driver to one that runs CUDA {wheel[0]}.{wheel[1]}, "
+                f"or pin a torch built for CUDA {driver[0]}.x in docker/torch.json (torch, cuda, cuda_index_url) "
+                f"and rebuild docker/Dockerfile.cuda")
     return None
+
+
+def missing_kernels(capability: tuple[int, int], arch_list: list[str]) -> str | None:
+    """None when the wheel holds kernels this GPU runs (sm_XY for its major at or below its capability, or PTX
+    it can compile); an error otherwise. CUDA 13 builds start at sm_75: a V100 (7.0) or P100 (6.0) has none."""
+    major, minor = capability
+    sm = [tuple(map(int, divmod(int(a.split("_")[1]), 10))) for a in arch_list if a.startswith("sm_")]
+    ptx = [tuple(map(int, divmod(int(a.split("_")[1]), 10))) for a in arch_list if a.startswith("compute_")]
+    if any(m == major and n <= minor for m, n in sm) or any((m, n) <= (major, minor) for m, n in ptx):
+        return None
+    return (f"this image's torch has kernels for {', '.join(arch_list) or 'no GPU'} but this GPU is compute "
+            f"{major}.{minor}: use a GPU of compute {min(sm, default=(0, 0))[0]}.{min(sm, default=(0, 0))[1]} "
+            f"or newer (on GCP: accelerator_type = nvidia-tesla-t4)")
 
 
 def check() -> str:
@@ -89,6 +105,9 @@ def check() -> str:
         raise CudaCheckError(f"torch.cuda.is_available() is False although the driver supports CUDA "
                              f"{driver[0]}.{driver[1]} [{gpus}]: check NVIDIA_VISIBLE_DEVICES and `nvidia-smi` "
                              f"inside the container")
+    problem = missing_kernels(torch.cuda.get_device_capability(0), torch.cuda.get_arch_list())
+    if problem:
+        raise CudaCheckError(f"{problem} [{gpus}]")
     try:  # a real kernel: catches a wheel without kernels for this GPU ("no kernel image is available")
         x = torch.arange(1024, device="cuda", dtype=torch.float32)
         total = float((x * 2).sum().item())

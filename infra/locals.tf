@@ -37,6 +37,10 @@ locals {
   tpu_runtime_version = coalesce(var.tpu_runtime_version,
   startswith(var.tpu_type, "v5litepod-") ? "v2-alpha-tpuv5-lite" : "tpu-ubuntu2204-base")
 
+  # The CUDA of the trainer's CUDA image, one fact in docker/torch.json (install_torch.sh holds the image to it):
+  # GPU nodes' boot check requires the driver to run it. required_cuda_version overrides it on purpose.
+  required_cuda_version = coalesce(var.required_cuda_version, jsondecode(file("${path.module}/../docker/torch.json")).cuda)
+
   registry_host        = "${var.region}-docker.pkg.dev"
   image_repository_url = "${local.registry_host}/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
   bucket_name          = coalesce(var.bucket_name, "${var.project_id}-${var.deployment_name}-runs")

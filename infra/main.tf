@@ -37,7 +37,7 @@ module "startup_script" {
   registry_host         = local.registry_host
   idle_shutdown_minutes = var.idle_shutdown_minutes
   max_run_hours         = var.max_run_hours
-  required_cuda_version = var.required_cuda_version
+  required_cuda_version = local.required_cuda_version
 }
 
 # The boot image, resolved at plan time: a retired family (Deep Learning VM families reach end of

@@ -91,13 +91,13 @@ variable "idle_shutdown_minutes" {
 }
 
 variable "required_cuda_version" {
-  description = "CUDA version of the trainer's CUDA image (docker/Dockerfile.cuda); GPU nodes fail their boot loudly when the driver runs less."
+  description = "Override of the CUDA the GPU nodes' driver must run (MAJOR.MINOR). null: docker/torch.json's cuda, the CUDA of the trainer's CUDA image (install_torch.sh holds the image to it). GPU nodes fail their boot loudly when the driver runs less."
   type        = string
-  default     = "12.8"
+  default     = null
 
   validation {
-    condition     = can(regex("^[0-9]+\\.[0-9]+$", var.required_cuda_version))
-    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 12.8."
+    condition     = var.required_cuda_version == null || can(regex("^[0-9]+\\.[0-9]+$", var.required_cuda_version))
+    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 13.0, or be null (docker/torch.json's cuda)."
   }
 }
 
@@ -138,13 +138,13 @@ variable "node_count" {
 }
 
 variable "cpu_machine_type" {
-  description = "Machine type of the CPU path (use_gpu = false). A C4 shape: c4-{standard,highcpu,highmem}-{2,4,8,16,24,32,48,96,144,192,288}[-lssd]."
+  description = "Machine type of the CPU path (use_gpu = false). A C4 shape: c4-{standard,highcpu,highmem}-{2,4,8,16,24,32,48,96,144,192,288}, or c4-{standard,highmem}-N-lssd with N >= 4 (there is no c4-highcpu-*-lssd)."
   type        = string
   default     = "c4-highcpu-16"
 
   validation {
-    condition     = var.use_gpu || var.allow_non_c4_cpu_shape || can(regex("^c4-(standard|highcpu|highmem)-(2|4|8|16|24|32|48|96|144|192|288)(-lssd)?$", var.cpu_machine_type))
-    error_message = "cpu_machine_type must be a C4 shape on the CPU path: c4-{standard,highcpu,highmem}-N with N in 2,4,8,16,24,32,48,96,144,192,288 (e.g. c4-highcpu-16; c4-highcpu-22 does not exist, that is a C3 shape; an n1-* type is the GPU path's shape: set use_gpu = true). To run another family on purpose, set allow_non_c4_cpu_shape = true."
+    condition     = var.use_gpu || var.allow_non_c4_cpu_shape || can(regex("^c4-((standard|highcpu|highmem)-(2|4|8|16|24|32|48|96|144|192|288)|(standard|highmem)-(4|8|16|24|32|48|96|144|192|288)-lssd)$", var.cpu_machine_type))
+    error_message = "cpu_machine_type must be a C4 shape on the CPU path: c4-{standard,highcpu,highmem}-N with N in 2,4,8,16,24,32,48,96,144,192,288, or c4-{standard,highmem}-N-lssd with N >= 4 (e.g. c4-highcpu-16; c4-highcpu-16-lssd does not exist, and c4-highcpu-22 is a C3 shape; an n1-* type is the GPU path's shape: set use_gpu = true). To run another family on purpose, set allow_non_c4_cpu_shape = true."
   }
 
   validation {
@@ -171,24 +171,24 @@ variable "allow_non_c4_cpu_shape" {
 }
 
 variable "accelerator_type" {
-  description = "GPU type on the GPU path. All of these attach to N1 shapes."
+  description = "GPU type on the GPU path: a GPU that attaches to N1 with compute capability >= docker/torch.json's min_compute_capability (7.5: the CUDA 13 torch has no kernels for P4, P100 or V100), i.e. nvidia-tesla-t4."
   type        = string
   default     = "nvidia-tesla-t4"
 
   validation {
-    condition     = contains(["nvidia-tesla-t4", "nvidia-tesla-p4", "nvidia-tesla-p100", "nvidia-tesla-v100"], var.accelerator_type)
-    error_message = "accelerator_type must be one of nvidia-tesla-t4, nvidia-tesla-p4, nvidia-tesla-p100, nvidia-tesla-v100 (the GPUs that attach to N1); the default and the tested one is nvidia-tesla-t4."
+    condition     = contains(["nvidia-tesla-t4"], var.accelerator_type)
+    error_message = "accelerator_type must be nvidia-tesla-t4: the only GPU that attaches to N1 and that the CUDA image's torch (CUDA 13, docker/torch.json) has kernels for (compute capability 7.5+; P4, P100 and V100 are 6.x-7.0)."
   }
 }
 
 variable "accelerator_count" {
-  description = "GPUs per node on the GPU path: 1, 2 or 4 (8 only for nvidia-tesla-v100)."
+  description = "GPUs per node on the GPU path: 1, 2 or 4 (what N1 takes of nvidia-tesla-t4)."
   type        = number
   default     = 1
 
   validation {
-    condition     = contains([1, 2, 4], var.accelerator_count) || (var.accelerator_count == 8 && var.accelerator_type == "nvidia-tesla-v100")
-    error_message = "accelerator_count must be 1, 2 or 4 (8 only with nvidia-tesla-v100)."
+    condition     = contains([1, 2, 4], var.accelerator_count)
+    error_message = "accelerator_count must be 1, 2 or 4 (nvidia-tesla-t4 on N1)."
   }
 }
 

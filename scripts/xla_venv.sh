@@ -10,9 +10,10 @@
 # Environment:
 #   PYTHON               the interpreter to build it from (default python3; PyPI's torch_xla wheels are for
 #                        CPython 3.10-3.12 on x86_64 Linux only)
-#   XLA_TORCH_INDEX_URL  an index with a CPU-only torch of the pinned version, e.g.
-#                        https://download.pytorch.org/whl/cpu: PyPI's x86_64 torch brings ~3 GB of CUDA libraries
-#                        that the XLA CPU device never uses, and refuses to import without them.
+#   XLA_TORCH_INDEX_URL  an index with a CPU-only torch of the pinned version (default: docker/torch.json's
+#                        cpu_index_url, PyPI's x86_64 torch brings ~3 GB of CUDA libraries that the XLA CPU device
+#                        never uses). Where it cannot be reached, docker/torch_pins.py says so in one line and
+#                        takes a local +cpu wheel (pip's find-links), or stops naming the fix rather than pull CUDA.
 #
 # Runs again in a second when the venv already holds these pins (a stamp file records them); a venv left half
 # made by a failed run is started afresh. Exits non-zero with pip's reason when it cannot be made (the tests
@@ -38,12 +39,9 @@ start=$(date +%s)
 rm -rf "$venv"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-index=()
-if [ -n "${XLA_TORCH_INDEX_URL:-}" ]; then
-    index=(--extra-index-url "$XLA_TORCH_INDEX_URL")
-fi
 echo "xla_venv: installing $(grep -v '^#' "$pins" | tr '\n' ' ')into $venv"
-"${pip[@]}" install --quiet --progress-bar off "${index[@]}" -r "$pins"
+# The laptop's torch install (CPU index, else find-links, never a silent CUDA download): docker/torch_pins.py.
+TORCH_SPEC="" TORCH_INDEX_URL="${XLA_TORCH_INDEX_URL:-}" "$venv/bin/python" "$root/docker/torch_pins.py" install -r "$pins"
 # The trainer and its own dependencies; torch is satisfied by the pinned one (pyproject asks torch>=2.3).
 "${pip[@]}" install --quiet --progress-bar off -e "$root"
 "$venv/bin/python" - "$pins" <<'PY'

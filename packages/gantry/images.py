@@ -14,6 +14,7 @@ gantry/registry.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -82,15 +83,33 @@ def default_wheel_dir() -> Path | None:
     return None
 
 
-def select_wheels(wheel_dir: Path | None, flavour: str) -> list[Path]:
-    """The wheels to put in the context; torch builds of the other flavour stay out (a +cpu torch in
-    the CUDA image, or a +cu one in the CPU or TPU image, would win pip's choice and fail the build)."""
+def torch_pins(root: Path = REPO_ROOT) -> dict:
+    """docker/torch.json: torch's version and the CUDA image's CUDA, the one place they live."""
+    return json.loads((root / "docker" / "torch.json").read_text())
+
+
+def torch_wheel_fits(name: str, flavour: str, pins: dict) -> bool:
+    """Whether a local torch wheel is the flavour's: +cpu for the CPU and TPU images (a torch wheel without a local
+    label is PyPI's, the CUDA build on Linux); for the CUDA image torch.json's torch, either PyPI's own wheel (the
+    pinned CUDA, checked against PyPI by tests/index) or +cuMAJORMINOR of the pinned CUDA."""
+    version = name.split("-")[1]
+    if flavour != "cuda":
+        return "+cpu" in version
+    cuda_label = "+cu" + pins["cuda"].replace(".", "")
+    return version in (pins["torch"], pins["torch"] + cuda_label)
+
+
+def select_wheels(wheel_dir: Path | None, flavour: str, pins: dict | None = None) -> list[Path]:
+    """The wheels to put in the context; torch builds of another flavour or CUDA stay out (a +cpu torch in the
+    CUDA image, a CUDA one in the CPU or TPU image, or a +cu126 one where torch.json says 13.0, would win pip's
+    choice and fail the build at its flavour check)."""
     if wheel_dir is None:
         return []
     if not wheel_dir.is_dir():
         raise ImageBuildError(f"wheel folder {wheel_dir} not found", "Pass --wheel-dir a folder of *.whl files.")
-    other = "+cpu" if flavour == "cuda" else "+cu"
-    return sorted(w for w in wheel_dir.glob("*.whl") if not (w.name.startswith("torch-") and other in w.name))
+    pins = pins or torch_pins()
+    return sorted(w for w in wheel_dir.glob("*.whl")
+                  if not w.name.startswith("torch-") or torch_wheel_fits(w.name, flavour, pins))
 
 
 def default_ca_certs() -> list[Path]:

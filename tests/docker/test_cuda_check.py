@@ -4,6 +4,7 @@ on this machine's CPU torch, which must fail loudly rather than let training sta
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -35,11 +36,23 @@ def test_reads_the_drivers_cuda_version_from_nvidia_smi(cuda_check):
 
 
 def test_an_older_major_driver_is_fatal_a_newer_one_is_fine(cuda_check):
-    assert cuda_check.compare(driver=(12, 4), wheel=(12, 8)) is None  # minor-version compatibility
+    assert cuda_check.compare(driver=(13, 2), wheel=(13, 0)) is None
     assert cuda_check.compare(driver=(13, 0), wheel=(12, 8)) is None
-    problem = cuda_check.compare(driver=(11, 8), wheel=(12, 8))
-    assert "supports CUDA 11.8" in problem and "needs CUDA 12.8" in problem
-    assert "upgrade the host's NVIDIA driver" in problem and "whl/cu118" in problem
+    # the image's CUDA is docker/torch.json's; a driver 570 (CUDA 12.8) cannot run it
+    cuda = json.loads((CHECK.parent / "torch.json").read_text())["cuda"]
+    problem = cuda_check.compare(driver=(12, 8), wheel=cuda_check.parse_version(cuda))
+    assert "supports CUDA 12.8" in problem and f"needs CUDA {cuda}" in problem
+    assert "upgrade the host's NVIDIA driver" in problem and "docker/torch.json" in problem
+    assert "download.pytorch.org" not in problem  # no guessed index: PyTorch has no cu128 build of 2.13
+
+
+def test_a_gpu_older_than_the_wheels_kernels_is_named_before_any_kernel_runs(cuda_check):
+    """CUDA 13 builds hold sm_75 and newer: a V100 (7.0) fails with the GPU and the fix, not 'no kernel image'."""
+    arch = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
+    assert cuda_check.missing_kernels((7, 5), arch) is None  # T4
+    assert cuda_check.missing_kernels((8, 9), arch) is None  # L4: sm_86 runs on 8.9
+    problem = cuda_check.missing_kernels((7, 0), arch)
+    assert "compute 7.0" in problem and "compute 7.5 or newer" in problem and "nvidia-tesla-t4" in problem
 
 
 def test_cpu_torch_fails_loudly():

@@ -53,8 +53,28 @@ def test_the_dockerfiles_differ_only_in_the_torch_flavour():
 
     assert steps(DOCKERFILES[0]) == steps(DOCKERFILES[1]) == steps(DOCKERFILES[2])
     cuda = DOCKERFILES[1].read_text()
-    assert "install_torch.sh cuda" in cuda and "GANTRY_REQUIRE_CUDA=1" in cuda and "whl/cu" in cuda
+    assert "install_torch.sh cuda" in cuda and "GANTRY_REQUIRE_CUDA=1" in cuda
     assert "install_torch.sh cpu" in DOCKERFILES[0].read_text()
+
+
+@pytest.mark.parametrize("path", [*DOCKERFILES, REPO / "Makefile"], ids=lambda p: p.name)
+def test_torch_and_its_index_are_named_only_in_docker_torch_json(path):
+    """One fact, one place: the Makefile and the Dockerfiles take torch's version, its CUDA and its index from
+    docker/torch.json (through docker/torch_pins.py); a second copy drifts (the old cu128 index had no 2.13)."""
+    code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"torch(_xla|-xla)?==|download\.pytorch\.org|/whl/cu\d", code), path
+    if path.name.startswith("Dockerfile"):
+        assert "docker/torch.json" in code and "docker/torch_pins.py" in code
+    else:
+        assert "docker/torch_pins.py install" in code and "docker/torch.json" in code  # a new pin reinstalls
+
+
+def test_install_torch_holds_the_cuda_image_to_the_pinned_cuda():
+    """The CUDA image must carry the CUDA infra requires of the driver: install_torch.sh compares torch.version.cuda
+    with torch.json's cuda and fails the build otherwise."""
+    install = (REPO / "docker" / "install_torch.sh").read_text()
+    assert '"$build/torch.json"' in install and 'json.load(open(sys.argv[2]))["cuda"]' in install
+    assert 'torch.version.cuda.split(".")[:2]) != pinned_cuda' in install
 
 
 def test_the_tpu_image_takes_torch_and_torch_xla_from_the_one_pins_file():
@@ -66,7 +86,7 @@ def test_the_tpu_image_takes_torch_and_torch_xla_from_the_one_pins_file():
     assert "install_torch.sh tpu /tmp/build/xla-requirements.txt" in tpu
     code = "\n".join(line for line in tpu.splitlines() if not line.startswith("#"))
     assert "TORCH_SPEC" not in code and not re.search(r"torch(_xla|-xla)?==", tpu)
-    assert "PJRT_DEVICE=TPU" in tpu and "GANTRY_REQUIRE_CUDA=0" in tpu and "whl/cpu" in tpu
+    assert "PJRT_DEVICE=TPU" in tpu and "GANTRY_REQUIRE_CUDA=0" in tpu and "install_torch.sh tpu" in tpu
     install = (REPO / "docker" / "install_torch.sh").read_text()
     assert 'set -- -r "$spec" "torch-xla[tpu]"' in install  # libtpu, the TPU runtime of the pinned release
     assert "import torch_xla" in install  # a mismatched pair fails the build, not the first run on a TPU

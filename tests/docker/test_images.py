@@ -55,13 +55,21 @@ def test_use_gpu_must_be_a_boolean(tmp_path):
 
 
 def test_each_flavour_keeps_the_other_flavours_torch_out(tmp_path):
-    for name in ["torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl",
-                 "numpy-2.0-cp311-cp311-linux_x86_64.whl"]:
+    """Names built from docker/torch.json: the CUDA image takes PyPI's own wheel (the pinned CUDA) or +cuMAJORMINOR
+    of the pinned CUDA, never another CUDA (a +cu128 wheel where the nodes require 13.0); CPU and TPU take +cpu."""
+    pins = images.torch_pins()
+    torch, cu = pins["torch"], "cu" + pins["cuda"].replace(".", "")
+    names = {"cpu": f"torch-{torch}+cpu-cp311-cp311-linux_x86_64.whl",
+             "pinned_cuda": f"torch-{torch}+{cu}-cp311-cp311-linux_x86_64.whl",
+             "pypi": f"torch-{torch}-cp311-cp311-manylinux_2_28_x86_64.whl",
+             "other_cuda": f"torch-{torch}+cu118-cp311-cp311-linux_x86_64.whl",
+             "numpy": "numpy-2.0-cp311-cp311-linux_x86_64.whl"}
+    for name in names.values():
         (tmp_path / name).write_bytes(b"")
     cpu = [w.name for w in images.select_wheels(tmp_path, "cpu")]
     gpu = [w.name for w in images.select_wheels(tmp_path, "cuda")]
-    assert cpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"]
-    assert gpu == ["numpy-2.0-cp311-cp311-linux_x86_64.whl", "torch-2.13.0+cu128-cp311-cp311-linux_x86_64.whl"]
+    assert cpu == sorted([names["numpy"], names["cpu"]])
+    assert gpu == sorted([names["numpy"], names["pinned_cuda"], names["pypi"]])
     assert images.select_wheels(tmp_path, "tpu") == [tmp_path / n for n in cpu]  # a TPU VM has no use for CUDA
     assert images.select_wheels(None, "cpu") == []
     with pytest.raises(images.ImageBuildError, match="not found"):

@@ -2,6 +2,7 @@
 and provide checkov from its own venv. Named infra_* so it never shadows another test helper."""
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -64,6 +65,8 @@ def render_startup_script(tmp_path: Path, **variables) -> str:
     values = {
         "deployment_name": "gantry",
         "registry_host": "us-central1-docker.pkg.dev",
+        # what the root module passes (infra/locals.tf): the CUDA image's CUDA, one fact in docker/torch.json
+        "required_cuda_version": json.loads((REPO / "docker" / "torch.json").read_text())["cuda"],
     }
     values.update(variables)
 

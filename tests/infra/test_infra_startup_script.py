@@ -11,7 +11,7 @@ import os
 import pytest
 from gantry.agent import MAX_RUN_HOURS_ENV, NAMESPACE, RUN_KEY, Settings
 from infra_stubs import APT_LOCKED, KERNEL, install_stubs
-from infra_tools import render_startup_script, require_tool, run
+from infra_tools import REPO, render_startup_script, require_tool, run
 
 pytestmark = pytest.mark.terraform
 
@@ -155,12 +155,13 @@ def test_gpu_node_registers_the_nvidia_runtime_when_missing(rendered, tmp_path):
 
 
 def test_gpu_node_fails_loudly_when_the_driver_is_older_than_the_image_cuda(rendered, tmp_path):
-    node = _healthy_node(
-        tmp_path, rendered(use_gpu=True, required_cuda_version="12.8"), gpu=True, driver_cuda="12.2"
-    )
+    """The required CUDA is the CUDA image's (docker/torch.json, as the root module passes it): a driver 570 that
+    runs CUDA 12.8 passed the old check (required 12.8) and then failed at the image's first CUDA 13 call."""
+    cuda = json.loads((REPO / "docker" / "torch.json").read_text())["cuda"]
+    node = _healthy_node(tmp_path, rendered(use_gpu=True), gpu=True, driver_cuda="12.8")
     result = node.boot()
     assert result.returncode == 1
-    message = "NVIDIA driver 570.172.08 runs CUDA up to 12.2, but the trainer image needs CUDA 12.8"
+    message = f"NVIDIA driver 570.172.08 runs CUDA up to 12.8, but the trainer image needs CUDA {cuda} (docker/torch.json)"
     assert message in result.stdout
     assert node.guest_attributes()[-1].startswith(f"instance/guest-attributes/gantry/boot=error: {message}")
     assert not (node.systemd / "gantry-agent.service").exists(), (

@@ -89,6 +89,38 @@ def test_root_variables_mirror_node_shape_validations():
         )
 
 
+# The GPUs that attach to N1 (Google's "GPU platforms" page) and their compute capability (NVIDIA's CUDA GPUs
+# table): facts of the world, not of this repository; docker/torch.json's min_compute_capability picks among them.
+N1_GPU_COMPUTE_CAPABILITY = {"nvidia-tesla-t4": 7.5, "nvidia-tesla-p4": 6.1, "nvidia-tesla-p100": 6.0,
+                             "nvidia-tesla-v100": 7.0}
+
+
+@pytest.mark.parametrize("variables_tf", [INFRA / "variables.tf", MODULES / "node_shape" / "variables.tf"],
+                         ids=["root", "node_shape"])
+def test_accelerator_types_are_the_n1_gpus_the_cuda_images_torch_has_kernels_for(variables_tf):
+    """CUDA 13 builds have no kernels below sm_75: a P4, P100 or V100 node would boot, pass the driver check and
+    fail at the first kernel. The allowed list follows from docker/torch.json (issue #32)."""
+    pins = json.loads((REPO / "docker" / "torch.json").read_text())
+    block = _variable_blocks(variables_tf)["accelerator_type"]
+    allowed = re.findall(r'"([^"]+)"', re.search(r"contains\(\[([^\]]*)\], var\.accelerator_type\)", block).group(1))
+    supported = [gpu for gpu, cc in N1_GPU_COMPUTE_CAPABILITY.items() if cc >= float(pins["min_compute_capability"])]
+    assert sorted(allowed) == sorted(supported), (allowed, pins["min_compute_capability"])
+
+
+def test_the_required_cuda_is_the_cuda_images_one_fact():
+    """infra's required CUDA is docker/torch.json's cuda (the CUDA image holds to it in install_torch.sh), with
+    required_cuda_version a null-default override, not a second copy that drifts (it said 12.8 while the image
+    carried 13.0)."""
+    block = _variable_blocks(INFRA / "variables.tf")["required_cuda_version"]
+    assert re.search(r"^\s*default\s*=\s*null$", block, flags=re.MULTILINE), block
+    module_block = _variable_blocks(MODULES / "startup_script" / "variables.tf")["required_cuda_version"]
+    assert "default" not in module_block  # the root module passes it; no module-side copy
+    locals_tf = (INFRA / "locals.tf").read_text()
+    assert re.search(r'required_cuda_version\s*=\s*coalesce\(var\.required_cuda_version, '
+                     r'jsondecode\(file\("\$\{path\.module\}/\.\./docker/torch\.json"\)\)\.cuda\)', locals_tf)
+    assert "required_cuda_version = local.required_cuda_version" in (INFRA / "main.tf").read_text()
+
+
 def test_root_module_passes_every_node_shape_input():
     main_tf = (INFRA / "main.tf").read_text()
     call = re.search(r'module "node_shape" \{(.*?)\n\}', main_tf, flags=re.DOTALL).group(1)

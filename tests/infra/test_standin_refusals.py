@@ -1,6 +1,7 @@
 """Plans that must fail before anything is created, with the message the user sees: the real
 terraform binary plans a copy of infra/ against the stand-in google provider (issue 16)."""
 
+import json
 import re
 
 import pytest
@@ -33,16 +34,22 @@ def test_a_retired_gpu_image_family_fails_plan_naming_the_family(terraform, stan
     assert 'data.google_compute_image.boot' in output
 
 
+# The oldest Linux driver branch that runs each CUDA release (NVIDIA's CUDA Toolkit release notes, "CUDA Toolkit
+# and Corresponding Driver Versions"): a fact of the world the Deep Learning VM family names (...-nvidia-580).
+MIN_DRIVER_FOR_CUDA = {"12.8": 570, "12.9": 575, "13.0": 580}
+
+
 def test_the_default_gpu_family_plans_and_carries_the_trainer_images_cuda(terraform, standin_infra, tmp_path):
     plan = tmp_path / "gpu.tfplan"
     terraform(standin_infra, "plan", "-input=false", "-lock=false", *STANDIN_VARS, "-var", "use_gpu=true",
               f"-out={plan}")
     shown = terraform.json(standin_infra, "show", "-json", plan)
-    variables = {name: v["value"] for name, v in shown["variables"].items()}
-    family, required = variables["gpu_image_family"], variables["required_cuda_version"]
-    # The family's CUDA (cuMAJORMINOR) must be at least what the trainer's CUDA image needs, which is
-    # the CUDA of the torch wheels docker/Dockerfile.cuda installs (TORCH_INDEX_URL .../cuMAJORMINOR).
-    major, minor = re.match(r"common-cu(1\d)(\d+)-", family).groups()
-    wheels = re.search(r"TORCH_INDEX_URL=\S*/cu(1\d)(\d+)", (REPO / "docker" / "Dockerfile.cuda").read_text()).groups()
-    assert (int(major), int(minor)) >= tuple(map(int, required.split("."))) == tuple(map(int, wheels)), (
-        family, required, wheels)
+    family = shown["variables"]["gpu_image_family"]["value"]
+    nodes = [r for r in shown["planned_values"]["root_module"]["resources"] if r["type"] == "google_compute_instance"]
+    script = nodes[0]["values"]["metadata"]["startup-script"]
+    # The boot check requires the CUDA image's CUDA, read from the one file that pins it (docker/torch.json) ...
+    required = re.search(r'^readonly required_cuda="([^"]+)"$', script, flags=re.MULTILINE).group(1)
+    assert required == json.loads((REPO / "docker" / "torch.json").read_text())["cuda"]
+    # ... and the default family's driver runs it (driver 580 runs CUDA up to 13.0, whatever toolkit it ships).
+    driver = int(re.search(r"-nvidia-(\d+)$", family).group(1))
+    assert driver >= MIN_DRIVER_FOR_CUDA[required], (family, required)

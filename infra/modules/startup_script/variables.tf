@@ -26,13 +26,12 @@ variable "registry_host" {
 }
 
 variable "required_cuda_version" {
-  description = "CUDA version the trainer's CUDA image is built for; on GPU nodes the boot fails loudly when the driver supports less."
+  description = "CUDA version the trainer's CUDA image is built for (the root module passes docker/torch.json's cuda); on GPU nodes the boot fails loudly when the driver supports less."
   type        = string
-  default     = "12.8"
 
   validation {
     condition     = can(regex("^[0-9]+\\.[0-9]+$", var.required_cuda_version))
-    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 12.8."
+    error_message = "required_cuda_version must look like MAJOR.MINOR, e.g. 13.0."
   }
 }
 

@@ -33,6 +33,34 @@ run "c4_size_that_does_not_exist" {
   expect_failures = [var.cpu_machine_type]
 }
 
+# Google's C4 table has -lssd shapes for standard and highmem only (issue #32): c4-highcpu-N-lssd is no shape.
+run "c4_highcpu_lssd_is_not_a_shape" {
+  command = plan
+  variables {
+    cpu_machine_type = "c4-highcpu-16-lssd"
+  }
+  expect_failures = [var.cpu_machine_type]
+}
+
+run "c4_lssd_below_four_vcpus_is_not_a_shape" {
+  command = plan
+  variables {
+    cpu_machine_type = "c4-standard-2-lssd"
+  }
+  expect_failures = [var.cpu_machine_type]
+}
+
+run "c4_standard_and_highmem_lssd_are_shapes" {
+  command = plan
+  variables {
+    cpu_machine_type = "c4-standard-8-lssd"
+  }
+  assert {
+    condition     = output.machine_type == "c4-standard-8-lssd"
+    error_message = "c4-standard-8-lssd is a C4 shape (local SSD)."
+  }
+}
+
 run "node_count_zero" {
   command = plan
   variables {
@@ -54,6 +82,17 @@ run "unknown_accelerator" {
   variables {
     use_gpu          = true
     accelerator_type = "nvidia-l4"
+  }
+  expect_failures = [var.accelerator_type]
+}
+
+# The CUDA image's torch is a CUDA 13 build (docker/torch.json): no kernels below compute capability 7.5, so the
+# N1 GPUs older than the T4 (P4 6.1, P100 6.0, V100 7.0) would boot and then fail at the first kernel.
+run "a_gpu_the_cuda_13_torch_has_no_kernels_for" {
+  command = plan
+  variables {
+    use_gpu          = true
+    accelerator_type = "nvidia-tesla-v100"
   }
   expect_failures = [var.accelerator_type]
 }

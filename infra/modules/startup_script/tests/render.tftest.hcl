@@ -3,6 +3,8 @@
 variables {
   deployment_name = "gantry"
   registry_host   = "us-central1-docker.pkg.dev"
+  # What the root module passes: the CUDA image's CUDA, one fact in docker/torch.json.
+  required_cuda_version = jsondecode(file("../../../docker/torch.json")).cuda
 }
 
 run "cpu_node_script" {

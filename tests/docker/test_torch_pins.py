@@ -1,0 +1,123 @@
+"""docker/torch_pins.py: torch's pins from docker/torch.json, and the laptop install that never pulls CUDA silently.
+
+pip's answers are stood in for here (tests/index asks the real indexes): the dry-run report is the shape pip's
+--report writes, with the nvidia-* packages PyPI's Linux torch brings.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def torch_pins():
+    spec = importlib.util.spec_from_file_location("torch_pins", REPO / "docker" / "torch_pins.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def report(*names_versions, requires_dist=()):
+    """A pip --dry-run --report 'install' list."""
+    return [{"metadata": {"name": n, "version": v, **({"requires_dist": list(requires_dist)} if n == "torch" else {})}}
+            for n, v in names_versions]
+
+
+def test_the_pins_file_names_torch_its_cuda_and_both_indexes(torch_pins):
+    pins = torch_pins.load()
+    assert torch_pins.requirement(pins) == f"torch=={pins['torch']}"
+    assert pins["cuda"].count(".") == 1 and all(part.isdigit() for part in pins["cuda"].split("."))
+    assert pins["cpu_index_url"].endswith("/whl/cpu") and pins["cuda_index_url"].startswith("https://")
+
+
+@pytest.mark.parametrize(("lines", "cuda"), [
+    (['Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"', "Requires-Dist: filelock"],
+     "13.0"),
+    (['nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"', "nvidia-nccl-cu12==2.27.5"], "12"),
+    (["filelock", "sympy>=1.13.3"], None),
+])
+def test_the_cuda_a_wheel_pulls_in_is_read_from_its_requires_dist(torch_pins, lines, cuda):
+    assert torch_pins.cuda_of(lines) == cuda
+
+
+def test_an_index_out_of_reach_is_a_reason_not_an_exception(torch_pins):
+    reason = torch_pins.unreachable("http://127.0.0.1:9/simple", timeout=2)  # port 9: nothing listens
+    assert reason and "\n" not in reason
+
+
+@pytest.fixture
+def laptop(torch_pins, monkeypatch):
+    """install() with the probe and pip stood in: what it would run is recorded, nothing is installed."""
+    calls = []
+    monkeypatch.delenv("TORCH_SPEC", raising=False)
+    monkeypatch.delenv("TORCH_INDEX_URL", raising=False)
+    monkeypatch.delenv("TORCH_ALLOW_CUDA", raising=False)
+
+    class Done:
+        returncode = 0
+
+    monkeypatch.setattr(torch_pins, "_pip", lambda python, *args, **kw: calls.append(args) or Done())
+    return calls
+
+
+def test_a_linux_laptop_that_reaches_only_pypis_cuda_build_is_told_in_one_line(torch_pins, laptop, monkeypatch,
+                                                                                capsys):
+    pins = torch_pins.load()
+    monkeypatch.setattr(torch_pins, "unreachable", lambda url, timeout=10: "Connection refused")
+    monkeypatch.setattr(torch_pins, "would_install", lambda python, args: report(
+        ("torch", pins["torch"]), ("nvidia-cudnn-cu13", "9"), ("cuda-toolkit", "13.0.3"),
+        requires_dist=["cuda-toolkit[cudart]==13.0.3"]))
+    assert torch_pins.install("python", []) == 1
+    assert laptop == []  # nothing installed
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("torch: error: ")
+    assert "CUDA 13.0 build" in err[0] and "Connection refused" in err[0] and "nvidia-cudnn-cu13" in err[0]
+    assert f"torch-{pins['torch']}+cpu" in err[0] and f"TORCH_SPEC=torch=={pins['torch']}" in err[0]
+
+
+def test_without_the_cpu_index_a_local_cpu_wheel_is_taken_with_one_line(torch_pins, laptop, monkeypatch, capsys):
+    monkeypatch.setattr(torch_pins, "unreachable", lambda url, timeout=10: "Connection refused")
+    monkeypatch.setattr(torch_pins, "would_install", lambda python, args: report(("torch", "2.13.0+cpu")))
+    assert torch_pins.install("python", []) == 0
+    assert laptop == [("install", "-q", torch_pins.requirement())]  # pip's own find-links and index
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be reached (Connection refused)" in err[0] and "CPU-only" in err[0]
+
+
+def test_the_cpu_index_comes_first_when_it_answers(torch_pins, laptop, monkeypatch, capsys):
+    pins = torch_pins.load()
+    monkeypatch.setattr(torch_pins, "unreachable", lambda url, timeout=10: None)
+    monkeypatch.setattr(torch_pins, "would_install", lambda python, args: report(("torch", "2.13.0+cpu")))
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    assert torch_pins.install("python", []) == 0
+    assert laptop == [("install", "-q", "--index-url", pins["cpu_index_url"], "--extra-index-url",
+                       pins["cuda_index_url"], torch_pins.requirement(pins))]
+    assert capsys.readouterr().err == ""
+
+
+def test_torch_spec_is_the_users_choice_installed_as_given(torch_pins, laptop, monkeypatch, capsys):
+    monkeypatch.setenv("TORCH_SPEC", "torch==2.13.0")
+    monkeypatch.setattr(torch_pins, "would_install", lambda *a: pytest.fail("a deliberate TORCH_SPEC is not second-guessed"))
+    assert torch_pins.install("python", []) == 0
+    assert laptop == [("install", "-q", "torch==2.13.0")]
+    assert "as TORCH_SPEC asks" in capsys.readouterr().err
+
+
+def test_an_image_whose_cpu_index_is_out_of_reach_stops_naming_the_fix(torch_pins, monkeypatch):
+    monkeypatch.delenv("TORCH_INDEX_URL", raising=False)
+    monkeypatch.setattr(torch_pins, "unreachable", lambda url, timeout=10: "Connection refused")
+    with pytest.raises(SystemExit) as stop:
+        torch_pins.image_index("cpu")
+    assert "cannot be reached (Connection refused)" in str(stop.value) and "WHEEL_DIR" in str(stop.value)
+    assert torch_pins.image_index("cuda") == torch_pins.load()["cuda_index_url"]  # PyPI: the deliberate choice
+
+
+def test_the_pins_cli_prints_one_value(torch_pins, capsys):
+    assert torch_pins.main(["get", "cuda"]) == 0
+    assert capsys.readouterr().out.strip() == json.loads((REPO / "docker" / "torch.json").read_text())["cuda"]
