@@ -25,7 +25,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
 -include mk/*.mk
 
-.PHONY: help install install-dev train-local eval test test-fast bench lint clean
+.PHONY: help install install-dev train-local eval arena tensorboard test test-fast bench lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -40,6 +40,12 @@ train-local: $(VENV)/.installed ## train Connect Four here (Ctrl-C checkpoints; 
 
 eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons test sets
 	$(PY) -m selfplay eval --checkpoint $(RUN_DIR) $(ARGS)
+
+arena: $(VENV)/.installed ## W-D-L and Elo of RUN_DIR's newest checkpoint against rule-only baselines (ARGS=--every-checkpoint)
+	$(PY) -m selfplay arena --checkpoint $(RUN_DIR) $(ARGS)
+
+tensorboard: $(VENV)/.installed ## TensorBoard over runs/ (local and fetched runs), at http://localhost:6006
+	$(VENV)/bin/tensorboard --logdir runs $(ARGS)
 
 test: $(VENV)/.installed-dev lint ## lint, then the whole test suite (slow, terraform and docker tests included)
 	$(PY) -m pytest $(ARGS)

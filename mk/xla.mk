@@ -1,6 +1,6 @@
 # The XLA learner (the TPU path) on torch_xla's CPU device, in its own venv: torch_xla needs the torch it was
 # built for (packages/selfplay/data/xla-requirements.txt), older than .venv's.
-#   make xla-venv                 # .venv-xla (first time: minutes and ~5 GB, PyPI's torch brings CUDA libraries)
+#   make xla-venv                 # .venv-xla (first time: ~4.2 GB download, 7.4 GB on disk: PyPI's torch brings CUDA libraries; docs/TPU.md)
 #   make test-xla                 # the XLA tests (make test runs them too, making the venv on first use)
 
 XLA_VENV ?= .venv-xla
