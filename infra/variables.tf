@@ -252,9 +252,9 @@ variable "spot" {
 }
 
 variable "max_run_hours" {
-  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). 0 = no limit."
+  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). Default 6: above the trainer's default budget of a gantry run (4 h), so a forgotten deployment stops billing for its VMs by itself. 0 = no limit."
   type        = number
-  default     = 0
+  default     = 6
 
   validation {
     condition     = var.max_run_hours == 0 || (var.max_run_hours >= 0.1 && var.max_run_hours <= 2880)

@@ -22,6 +22,7 @@ from gantry.agent import (
     docker_run_args,
     newest_record,
 )
+from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
@@ -73,7 +74,8 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
     assert specs[0].args == ("--config", "tictactoe", f"--run.dir=file://{world['bucket']}/runs/r1",
-                             "--run.max_steps=50")
+                             f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}", "--run.max_steps=50")
+    assert f"stops with a checkpoint after run.max_minutes={DEFAULT_RUN_MAX_MINUTES} minutes" in result.stdout
     assert specs[0].launched_at == specs[1].launched_at
     assert "make status" in result.stdout
 
@@ -389,3 +391,21 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     assert fake.started == ["gantry-node-1"]
     assert "Spot VM TERMINATED during run r10: starting it; the run resumes from its newest checkpoint" in result.stdout
     assert "Run r10 finished on every node." in result.stdout
+
+
+@pytest.mark.parametrize("flags, budget", [
+    ([], [f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}"]),  # a run started with defaults ends by itself
+    (["--run.max_minutes=30"], []),
+    (["--run.max_minutes", "30"], []),
+    (["--run.max_minutes=0"], []),  # no limit, said explicitly
+])
+def test_a_selfplay_run_gets_the_default_time_budget_unless_its_flags_set_one(flags, budget):
+    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1")[0]
+    assert spec.args == ("--config", "connect4", "--run.dir=gs://b/runs/r1", *budget, *flags)
+
+
+def test_your_own_torchrun_program_gets_no_selfplay_budget():
+    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    spec = runs.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
+    assert spec.args == ("-m", "toytrain.train")
