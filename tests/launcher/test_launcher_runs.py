@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 
 import pytest
@@ -252,6 +253,16 @@ def test_stop_sets_action_stop_on_every_started_node(cli, world):
         spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
         assert spec.action == "stop" and spec.run_id == "r2"
     assert "nothing to stop" in cli("stop", "-y", environ=world["environ"]).stdout
+    # the VMs stay up after a stop: it says until when (the agents' idle shutdown, from the tfvars)
+    assert re.search(r"The nodes keep billing until their agents power them off, 60 min after the run ends "
+                     r"\(idle_shutdown_minutes; about \d\d:\d\d UTC\), or until `make destroy`.", result.stdout)
+
+
+def test_stop_says_when_the_idle_shutdown_is_off(cli, world, deployment):
+    deployment.write(idle_shutdown_minutes=0)
+    result = cli("stop", "-y", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert "idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it." in result.stdout
 
 
 def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed(cli, world, deployment):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
-from gantry import runs
+from gantry import config, runs
 from gantry.agent import DONE_STATES
+from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -41,6 +43,7 @@ def run(args, env) -> ExitStatus:
     if not active:
         env.say("No run is started on any node; nothing to stop.")
         power_down(api, cluster, env)
+        say_when_vms_power_off(cluster, args, env)
         return ExitStatus.OK
     run_ids = sorted({spec.run_id for spec in active.values()})
     if not args.yes:
@@ -55,6 +58,7 @@ def run(args, env) -> ExitStatus:
         if cluster.use_tpu:
             env.say("The TPU node keeps billing until it is stopped: `make stop` again without --no-wait stops it once "
                     "the trainer has stopped.")
+        say_when_vms_power_off(cluster, args, env)
         return ExitStatus.OK
     deadline = time.monotonic() + args.timeout
     pending = dict(active)
@@ -73,7 +77,31 @@ def run(args, env) -> ExitStatus:
     power_down(api, cluster, env)
     env.say(f"Stopped run {', '.join(run_ids)}. Resume with `make run-gcp ARGS=\"--resume {run_ids[0]}\"`; "
             f"copy it here with `make fetch RUN={run_ids[0]}`.")
+    say_when_vms_power_off(cluster, args, env)
     return ExitStatus.OK
+
+
+def say_when_vms_power_off(cluster, args, env) -> None:
+    """A stopped run leaves its VMs up and billing until their agents' idle shutdown: say when that is."""
+    if cluster.use_tpu:  # power_down stopped the TPU node itself
+        return
+    idle = idle_shutdown_minutes(args.var_file)
+    if not idle:
+        env.say("The nodes keep billing: idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it.")
+        return
+    at = time.strftime("%H:%M UTC", time.gmtime(time.time() + 60 * idle))
+    env.say(f"The nodes keep billing until their agents power them off, {idle:g} min after the run ends "
+            f"(idle_shutdown_minutes; about {at}), or until `make destroy`.")
+
+
+def idle_shutdown_minutes(var_file) -> float:
+    """The setting in the user's tfvars, else infra's default; read as written (the nodes got it at apply)."""
+    default = Deployment.__dataclass_fields__["idle_shutdown_minutes"].default
+    try:
+        value = config.parse_tfvars(Path(var_file).read_text(), str(var_file)).get("idle_shutdown_minutes")
+    except (OSError, GantryError):
+        return default
+    return default if value is None else float(value)
 
 
 def power_down(api, cluster, env) -> None:
