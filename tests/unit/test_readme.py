@@ -105,6 +105,9 @@ def test_readme_minutes_table_is_the_committed_bench_result():
     by_step = {c["step"]: c for c in run["curve"]}
     rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d.]+)% \| ([\d.]+)% \|$", readme(), flags=re.M)
     assert rows, "README.md has no minutes table"
+    reference = json.loads(BENCH_RESULT.read_text())["training"]["azg_30min_mcts_weak"]
+    assert (f"reaches {100 * reference['Middle-Medium']:.1f}% and {100 * reference['Begin-Hard']:.1f}% on those two "
+            "sets in 30 minutes") in " ".join(readme().split())
     for minutes, step, mid, hard in rows:
         point = by_step[int(step)]
         assert round(point["minutes"]) == int(minutes)
