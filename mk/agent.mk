@@ -11,7 +11,7 @@ RUN ?=
 run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
 	$(PY) -m gantry run $(ARGS)
 
-status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat age, the latest Pons error rates and arena Elo
+status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat, uptime and its cost; the latest Pons error rates and arena Elo
 	$(PY) -m gantry status $(ARGS)
 
 logs: $(VENV)/.installed-dev ## the master's trainer output from its serial port (ARGS=--follow keeps reading)

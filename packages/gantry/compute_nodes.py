@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from gantry.agent import REPORT_KEY, RunSpec
 from gantry.gcp import Compute
@@ -96,7 +97,8 @@ class ComputeNodes:
             report = json.loads(attributes.get(REPORT_KEY) or "{}")
         except ValueError:
             report = {}
-        return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster))
+        return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster),
+                          up_since=_epoch(found.last_start_timestamp))
 
     def output(self, node: Node, start: int = 0) -> tuple[str, int]:
         """New serial-port-2 output from byte ``start``; returns (text, the next start)."""
@@ -119,3 +121,11 @@ def _spec_of(vm, cluster: Cluster) -> RunSpec | None:
             except ValueError:
                 return None  # not a spec this launcher wrote: the agent ignores it too
     return None
+
+
+def _epoch(timestamp: str) -> float | None:
+    """Compute's RFC 3339 timestamps (2026-11-26T06:00:00.123-08:00) as epoch seconds; None when absent."""
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() if timestamp else None
+    except ValueError:
+        return None

@@ -206,6 +206,13 @@ class NodeStatus:
     spot: bool = False  # scheduling.provisioningModel SPOT: Google may stop (or delete) it at any time
     spec: RunSpec | None = None  # the run spec in its metadata
     up_state: str = "RUNNING"  # the state of a node that is up: RUNNING (Compute), READY (Cloud TPU)
+    up_since: float | None = None  # epoch seconds of its last start (Compute's lastStartTimestamp); None: unknown
+
+    def uptime_s(self, now: float | None = None) -> float | None:
+        """Seconds since the node last started, while it is up (and billing); None when down or unknown."""
+        if not self.up or self.up_since is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.up_since)
 
     @property
     def up(self) -> bool:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -109,6 +110,7 @@ class FakeCompute(LoopbackServer):
         """The instance record; tests share it with a FakeMetadata (metadata, guest attributes) and may
         set "serialPortFile" to a file whose bytes are serial port 2's output."""
         instance = {"name": name, "zone": zone, "labels": labels, "status": status, "machineType": machine_type,
+                    "lastStartTimestamp": _rfc3339(time.time()),
                     "networkInterfaces": [{"networkIP": network_ip}],
                     "metadata": {"fingerprint": "fp-0", "items": []}, "guestAttributes": {}}
         self.instances.append(instance)
@@ -300,6 +302,7 @@ class FakeCompute(LoopbackServer):
         if error:
             return error
         instance["status"] = "RUNNING"
+        instance["lastStartTimestamp"] = _rfc3339(time.time())
         self.started.append(name)
         return self._operation(zone, name, "start")
 
@@ -465,3 +468,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 FakeCompute.handler_class = _Handler
+
+
+def _rfc3339(epoch: float) -> str:
+    """The shape Compute writes its timestamps in: local time with milliseconds and an offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch)) + f".{int(epoch % 1 * 1000):03d}" + \
+        time.strftime("%z", time.localtime(epoch))[:3] + ":" + time.strftime("%z", time.localtime(epoch))[3:]

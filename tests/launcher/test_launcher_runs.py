@@ -185,10 +185,10 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "NAME", "STATE", "RUN", "STEP", "HEARTBEAT"]
+    assert lines[0].split() == ["NODE", "NAME", "STATE", "RUN", "STEP", "HEARTBEAT", "UP", "COST"]
     assert lines[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "680"]
     assert lines[2].split()[:5] == ["1", "gantry-node-1", "running", "r1", "681"]
-    assert "3" in lines[1].split()[5] and lines[1].endswith("s ago")
+    assert "3" in lines[1].split()[5] and lines[1].split()[6:] == ["ago", "0m", "-"]
     assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
     assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
 
@@ -420,3 +420,15 @@ def test_your_own_torchrun_program_gets_no_selfplay_budget():
     cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
     spec = runs.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
     assert spec.args == ("-m", "toytrain.train")
+
+
+@needs_terraform  # the price comes from infra/terraform.tfvars, which Terraform checks first
+def test_status_shows_each_nodes_uptime_and_what_it_cost_since_its_last_start(cli, world, deployment):
+    from fake_compute import _rfc3339
+
+    deployment.write()  # one c4-highcpu-16 on demand: $0.691/h
+    world["vms"][0]["lastStartTimestamp"] = _rfc3339(time.time() - 2 * 3600 - 10)
+    world["vms"][1]["status"] = "TERMINATED"  # a node that is off bills nothing
+    lines = cli("status", environ=world["environ"]).stdout.splitlines()
+    assert lines[1].split()[:3] == ["0", "gantry-node-0", "booting"] and lines[1].split()[-2:] == ["2h00m", "$1.38"]
+    assert lines[2].split()[-2:] == ["-", "-"]
