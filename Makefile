@@ -25,11 +25,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
 -include mk/*.mk
 
-.PHONY: help help-all install install-dev train-local eval arena tensorboard test test-fast bench lint clean
+.PHONY: help help-all install install-dev train-local eval arena plot tensorboard test test-fast bench lint clean
 
 # `make help` in the order of a user's journey; each line is the target's own `## ` comment (Makefile, mk/*.mk).
 # The maintainers' targets (infra checks, the stand-in provider, the XLA venv) stay out of it: make help-all.
-HELP_LOCAL       := install train-local eval arena tensorboard train-docker
+HELP_LOCAL       := install train-local eval arena plot tensorboard train-docker
 HELP_CLOUD       := cost preflight build-train apply push-train run-gcp status logs stop fetch destroy
 HELP_DEVELOPMENT := install-dev test test-fast lint bench clean help-all
 HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules infra-checkov-venv infra-checkov \
@@ -66,6 +66,9 @@ eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons t
 
 arena: $(VENV)/.installed ## W-D-L and Elo of RUN_DIR's newest checkpoint against rule-only baselines (ARGS=--every-checkpoint)
 	$(PY) -m selfplay arena --checkpoint $(RUN_DIR) $(ARGS)
+
+plot: $(VENV)/.installed ## Pons error and Elo of RUN_DIR against minutes -> RUN_DIR/progress.svg
+	$(PY) -m selfplay plot --run $(RUN_DIR) $(ARGS)
 
 tensorboard: $(VENV)/.installed ## TensorBoard over runs/ (local and fetched runs), at http://localhost:6006
 	$(VENV)/bin/tensorboard --logdir runs $(ARGS)
