@@ -17,7 +17,7 @@ status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat, uptime a
 logs: $(VENV)/.installed-dev ## the master's trainer output from its serial port (ARGS=--follow keeps reading)
 	$(PY) -m gantry logs $(ARGS)
 
-stop: $(VENV)/.installed-dev ## stop the run on every node with a final checkpoint (asks; ARGS=-y); the nodes bill until idle shutdown
+stop: $(VENV)/.installed-dev ## stop the run with a final checkpoint (asks; ARGS=-y); says when the nodes power off (ARGS="-y --power-off": now)
 	$(PY) -m gantry stop $(ARGS)
 
 fetch: $(VENV)/.installed-dev ## copy a run (checkpoints, stats, TensorBoard events) from the bucket into runs/RUN (make fetch RUN=...)

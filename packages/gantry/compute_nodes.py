@@ -54,6 +54,12 @@ class ComputeNodes:
     def power_down(self, node: Node) -> bool:
         return False  # a VM's agent powers it off after idle_shutdown_minutes; a stopped VM bills only its disk
 
+    def power_off(self, node: Node) -> bool:
+        if self.node_status(node).vm != "RUNNING":
+            return False
+        self.compute.instances.stop(project=self.cluster.project, zone=node.zone, instance=node.name).result()
+        return True
+
     def read_spec(self, node: Node) -> RunSpec | None:
         return _spec_of(self.instance(node), self.cluster)
 

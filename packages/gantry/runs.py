@@ -161,6 +161,9 @@ class NodeApi(Protocol):
         """Stop the node's billing once its run stopped; False where the node does that itself (the agent's idle
         shutdown of a VM)."""
 
+    def power_off(self, node: Node) -> bool:
+        """Stop the node now, whatever stops it later by itself (`gantry stop --power-off`); False if it is not up."""
+
     def output(self, node: Node, start: int = 0) -> tuple[str, int]:
         """The trainer's output on the node from byte ``start``: (text, the next start)."""
 

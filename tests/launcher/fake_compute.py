@@ -74,6 +74,7 @@ class FakeCompute(LoopbackServer):
         project: dict(families) for project, families in json.loads(IMAGE_FAMILIES.read_text()).items()
         if not project.startswith("_")})
     started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
+    stopped: list[str] = field(default_factory=list)  # instances.stop calls, by instance name
     operations: int = 0
 
     # ---- ready-made worlds ----
@@ -167,7 +168,7 @@ class FakeCompute(LoopbackServer):
 
     def _post_routes(self):
         i = r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"
-        return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start)]
+        return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start), (i + r"/stop$", self._stop)]
 
     def handle(self, path: str, query: dict[str, list[str]], body: dict | None = None) -> tuple[int, dict]:
         for flaky in self.flaky:
@@ -305,6 +306,14 @@ class FakeCompute(LoopbackServer):
         instance["lastStartTimestamp"] = _rfc3339(time.time())
         self.started.append(name)
         return self._operation(zone, name, "start")
+
+    def _stop(self, query, zone, name, body):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        instance["status"] = "TERMINATED"  # Compute's name for a stopped VM
+        self.stopped.append(name)
+        return self._operation(zone, name, "stop")
 
     def _serial_port(self, query, zone, name):
         instance, error = self._find(zone, name)

@@ -432,3 +432,13 @@ def test_status_shows_each_nodes_uptime_and_what_it_cost_since_its_last_start(cl
     lines = cli("status", environ=world["environ"]).stdout.splitlines()
     assert lines[1].split()[:3] == ["0", "gantry-node-0", "booting"] and lines[1].split()[-2:] == ["2h00m", "$1.38"]
     assert lines[2].split()[-2:] == ["-", "-"]
+
+
+def test_stop_power_off_stops_every_vm_once_the_run_stopped(cli, fake, world):
+    result = cli("stop", "-y", "--power-off", environ=world["environ"])  # no run: nothing to wait for
+    assert result.status == ExitStatus.OK, result.output
+    assert sorted(fake.stopped) == ["gantry-node-0"]  # node 1 was already off (TERMINATED)
+    assert "node 0 gantry-node-0: powered off, billing only for its disk" in result.stdout
+    assert "keep billing" not in result.stdout
+    refused = cli("stop", "-y", "--power-off", "--no-wait", environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR and "Drop --no-wait" in refused.stderr

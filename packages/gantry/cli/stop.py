@@ -21,11 +21,13 @@ with a 25 s grace period); the trainer writes a final checkpoint to the bucket a
 `make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
 (and billing) until the agent's idle shutdown powers them off or `make destroy`. A Cloud TPU VM
 bills until Cloud TPU stops it, so once its trainer stopped it is stopped too (nodes:stop; also
-when no run is started): `make run-gcp` starts it again. Asks first unless -y.
+when no run is started): `make run-gcp` starts it again. --power-off stops the VMs too, once
+the checkpoint is written: then only their disks bill. Asks first unless -y.
 
 examples:
   gantry stop
   gantry stop -y --no-wait
+  gantry stop -y --power-off         # and power the nodes off now
   make stop ARGS=-y
 """
 
@@ -33,17 +35,23 @@ examples:
 def add_arguments(parser) -> None:
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--no-wait", action="store_true", help="return once the stop is requested")
+    parser.add_argument("--power-off", action="store_true",
+                        help="then power every node off now, rather than at the agents' idle shutdown: billing stops "
+                             "but for the disks; `make run-gcp` starts them again")
     parser.add_argument("--timeout", type=float, default=180, help="seconds to wait for the nodes (default 180)")
 
 
 def run(args, env) -> ExitStatus:
+    if args.power_off and args.no_wait:  # powering off before the trainer wrote its checkpoint would lose it
+        raise GantryError("--power-off waits for the final checkpoint, and --no-wait would not",
+                          "Drop --no-wait (make stop ARGS=\"-y --power-off\").")
     cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     specs = {node: api.read_spec(node) for node in cluster.nodes}
     active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
         env.say("No run is started on any node; nothing to stop.")
         power_down(api, cluster, env)
-        say_when_vms_power_off(cluster, args, env)
+        after_stop(api, cluster, args, env)
         return ExitStatus.OK
     run_ids = sorted({spec.run_id for spec in active.values()})
     if not args.yes:
@@ -77,8 +85,19 @@ def run(args, env) -> ExitStatus:
     power_down(api, cluster, env)
     env.say(f"Stopped run {', '.join(run_ids)}. Resume with `make run-gcp ARGS=\"--resume {run_ids[0]}\"`; "
             f"copy it here with `make fetch RUN={run_ids[0]}`.")
-    say_when_vms_power_off(cluster, args, env)
+    after_stop(api, cluster, args, env)
     return ExitStatus.OK
+
+
+def after_stop(api, cluster, args, env) -> None:
+    """--power-off stops the nodes now; otherwise say when they stop billing by themselves."""
+    if not args.power_off:
+        say_when_vms_power_off(cluster, args, env)
+        return
+    for node in cluster.nodes:
+        if api.power_off(node):
+            env.say(f"  node {node.rank} {node.name}: powered off, billing only for its disk "
+                    "(`make run-gcp` starts it again)")
 
 
 def say_when_vms_power_off(cluster, args, env) -> None:
