@@ -45,7 +45,7 @@ help: ## list the targets and variables
 	@echo; $(call help_group,Development:,$(HELP_DEVELOPMENT))
 	@echo; echo "Variables (make TARGET VAR=value):"
 	@echo "  CONFIG=$(CONFIG)   trainer config of train-local"
-	@echo "  RUN_DIR=$(RUN_DIR)   run folder of train-local, eval and arena"
+	@echo "  RUN_DIR=$(RUN_DIR)   run folder of train-local, eval, arena and plot"
 	@echo '  ARGS="..."      extra flags for the command: ARGS="--run.max_minutes=30", ARGS=-y'
 	@echo "  RUN=RUN_ID      the cloud run make fetch copies into runs/RUN_ID"
 	@echo "  GPU=1           build-train builds the CUDA image (GPU=0: the CPU image; default: use_gpu in tfvars)"
