@@ -32,10 +32,33 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
 -include mk/*.mk
 
-.PHONY: help install install-dev train-local eval test test-fast bench lint clean
+.PHONY: help help-all install install-dev train-local eval arena plot tensorboard test test-fast bench lint clean
 
-help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+# `make help` in the order of a user's journey; each line is the target's own `## ` comment (Makefile, mk/*.mk).
+# The maintainers' targets (infra checks, the stand-in provider, the XLA venv) stay out of it: make help-all.
+HELP_LOCAL       := install train-local eval arena plot tensorboard train-docker
+HELP_CLOUD       := cost preflight build-train apply push-train run-gcp status logs stop fetch destroy
+HELP_DEVELOPMENT := install-dev test test-fast lint bench clean help-all
+HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules infra-checkov-venv infra-checkov \
+                    infra-render infra-shellcheck standin-schema standin-schema-check standin-env standin-plan \
+                    test-standin xla-venv test-xla docker-base
+HELP_MARK := \#\#
+help_group = echo "$(1)"; for t in $(2); do grep -hE "^$$t:.*$(HELP_MARK) " $(MAKEFILE_LIST) | \
+	awk -F':.*$(HELP_MARK) ' '{printf "  make %-14s %s\n", $$1, $$2}'; done
+
+help: ## list the targets and variables
+	@$(call help_group,Local (this machine):,$(HELP_LOCAL))
+	@echo; $(call help_group,Cloud (infra/terraform.tfvars; billing from make apply to make destroy):,$(HELP_CLOUD))
+	@echo; $(call help_group,Development:,$(HELP_DEVELOPMENT))
+	@echo; echo "Variables (make TARGET VAR=value):"
+	@echo "  CONFIG=$(CONFIG)   trainer config of train-local"
+	@echo "  RUN_DIR=$(RUN_DIR)   run folder of train-local, eval, arena and plot"
+	@echo '  ARGS="..."      extra flags for the command: ARGS="--run.max_minutes=30", ARGS=-y'
+	@echo "  RUN=RUN_ID      the cloud run make fetch copies into runs/RUN_ID"
+	@echo "  GPU=1           build-train builds the CUDA image (GPU=0: the CPU image; default: use_gpu in tfvars)"
+
+help-all: help ## also the maintainers' targets: infra checks, the stand-in provider, the XLA venv
+	@echo; $(call help_group,Maintainers:,$(HELP_MAINTAINERS))
 
 install: $(VENV)/.installed ## create .venv with the trainer
 
@@ -47,6 +70,15 @@ train-local: $(VENV)/.installed ## train Connect Four here (Ctrl-C checkpoints; 
 
 eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons test sets
 	$(PY) -m selfplay eval --checkpoint $(RUN_DIR) $(ARGS)
+
+arena: $(VENV)/.installed ## W-D-L and Elo of RUN_DIR's newest checkpoint against rule-only baselines (ARGS=--every-checkpoint)
+	$(PY) -m selfplay arena --checkpoint $(RUN_DIR) $(ARGS)
+
+plot: $(VENV)/.installed ## Pons error and Elo of RUN_DIR against minutes -> RUN_DIR/progress.svg
+	$(PY) -m selfplay plot --run $(RUN_DIR) $(ARGS)
+
+tensorboard: $(VENV)/.installed ## TensorBoard over runs/ (local and fetched runs), at http://localhost:6006
+	$(VENV)/bin/tensorboard --logdir runs $(ARGS)
 
 test: $(VENV)/.installed-dev lint ## lint, then the whole test suite (slow, terraform and docker tests included)
 	$(PYTEST) $(ARGS)

@@ -38,13 +38,13 @@ from selfplay.hardware import Precision, cpu_has_native_bf16, inference_dtype, p
 from selfplay.inference import NetworkEvaluator
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
+from selfplay.plot import AZG_30MIN_MCTS_WEAK
 
 AZG_SIMS_PER_S = {"default-512ch": 97.0, "64ch": 1274.0}
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
 # per Pons set (bench/REFERENCE.md says how each was measured). The target is a third of the lower of the two.
-AZG_30MIN_MCTS_WEAK = {  # side by side with Gantry on one 2-core AVX2-only machine (fp32)
-    "End-Easy": 0.156, "Middle-Easy": 0.164, "Middle-Medium": 0.288, "Begin-Easy": 0.134, "Begin-Medium": 0.206,
-    "Begin-Hard": 0.388}
+# AZG_30MIN_MCTS_WEAK (selfplay.plot, whose progress pictures draw it too): side by side with Gantry on one
+# 2-core AVX2-only machine (fp32)
 AZG_30MIN_MCTS_WEAK_EARLIER = {  # the earlier measurement, on a faster 2-core machine
     "End-Easy": 0.12, "Middle-Easy": 0.145, "Middle-Medium": 0.305, "Begin-Easy": 0.065, "Begin-Medium": 0.17,
     "Begin-Hard": 0.375}

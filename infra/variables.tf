@@ -144,7 +144,7 @@ variable "cpu_machine_type" {
 
   validation {
     condition     = var.use_gpu || var.allow_non_c4_cpu_shape || can(regex("^c4-((standard|highcpu|highmem)-(2|4|8|16|24|32|48|96|144|192|288)|(standard|highmem)-(4|8|16|24|32|48|96|144|192|288)-lssd)$", var.cpu_machine_type))
-    error_message = "cpu_machine_type must be a C4 shape on the CPU path: c4-{standard,highcpu,highmem}-N with N in 2,4,8,16,24,32,48,96,144,192,288, or c4-{standard,highmem}-N-lssd with N >= 4 (e.g. c4-highcpu-16; c4-highcpu-16-lssd does not exist, and c4-highcpu-22 is a C3 shape; an n1-* type is the GPU path's shape: set use_gpu = true). To run another family on purpose, set allow_non_c4_cpu_shape = true."
+    error_message = "cpu_machine_type must be a C4 shape on the CPU path: c4-{standard,highcpu,highmem}-N with N in 2,4,8,16,24,32,48,96,144,192,288, or c4-{standard,highmem}-N-lssd with N >= 4 (e.g. c4-highcpu-16; c4-highcpu-16-lssd does not exist, and c4-highcpu-22 does not exist; an n1-* type is the GPU path's shape: set use_gpu = true). To run another family on purpose, set allow_non_c4_cpu_shape = true."
   }
 
   validation {
@@ -252,9 +252,9 @@ variable "spot" {
 }
 
 variable "max_run_hours" {
-  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). 0 = no limit."
+  description = "Limit on how long each node runs: GCE enforces it on a VM (max_run_duration; stopped or deleted by termination_action) even if the laptop and the Terraform state are lost; on a TPU VM the node agent stops the trainer with a checkpoint, then the TPU node (nodes:stop). Default 6: above the trainer's default budget of a gantry run (4 h), so a forgotten deployment stops billing for its VMs by itself. 0 = no limit."
   type        = number
-  default     = 0
+  default     = 6
 
   validation {
     condition     = var.max_run_hours == 0 || (var.max_run_hours >= 0.1 && var.max_run_hours <= 2880)

@@ -1,7 +1,7 @@
 # Runs on the VMs (packages/gantry/runs.py, the node agent packages/gantry/agent.py): no SSH needed.
 #   make run-gcp ARGS="--config connect4"          # start a run on every node, then follow it (Ctrl-C detaches)
 #   make run-gcp ARGS="--resume run-20260601-120000"
-#   make run-gcp ARGS="-- -m toytrain.train --steps 200"   # your own torchrun program (README: Your own trainer)
+#   make run-gcp ARGS="-- -m toytrain.train --steps 200"   # your own torchrun program (docs/LAUNCHER.md: Your own trainer)
 #   make status | make logs ARGS=--follow | make stop ARGS=-y | make fetch RUN=run-20260601-120000
 
 RUN ?=
@@ -11,13 +11,13 @@ RUN ?=
 run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
 	$(PY) -m gantry run $(ARGS)
 
-status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat age, the latest Pons error rates and arena Elo
+status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat, uptime and its cost; the latest Pons error rates and arena Elo
 	$(PY) -m gantry status $(ARGS)
 
 logs: $(VENV)/.installed-dev ## the master's trainer output from its serial port (ARGS=--follow keeps reading)
 	$(PY) -m gantry logs $(ARGS)
 
-stop: $(VENV)/.installed-dev ## stop the run gracefully on every node: final checkpoint to the bucket (asks; ARGS=-y)
+stop: $(VENV)/.installed-dev ## stop the run with a final checkpoint (asks; ARGS=-y); says when the nodes power off (ARGS="-y --power-off": now)
 	$(PY) -m gantry stop $(ARGS)
 
 fetch: $(VENV)/.installed-dev ## copy a run (checkpoints, stats, TensorBoard events) from the bucket into runs/RUN (make fetch RUN=...)

@@ -9,7 +9,7 @@ preflight: $(VENV)/.installed-dev ## check credentials, Compute API, machine/GPU
 cost: $(VENV)/.installed-dev ## $/h of the nodes in infra/terraform.tfvars and the cost of a max_run_hours run (offline)
 	$(PY) -m gantry cost $(ARGS)
 
-apply: $(VENV)/.installed-dev ## preflight, then terraform init + apply of infra/ (billing starts; ends at make destroy)
+apply: $(VENV)/.installed-dev ## preflight, what it creates and its $/h, asks (ARGS=-y), then terraform apply: billing starts
 	$(PY) -m gantry apply $(ARGS)
 
 destroy: $(VENV)/.installed-dev ## terraform destroy, then list anything labelled with the deployment still billing (asks first; ARGS=-y)

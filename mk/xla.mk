@@ -2,7 +2,8 @@
 # built for (packages/selfplay/data/xla-requirements.txt), older than .venv's.
 #   make xla-venv                 # the XLA venv: CPU-only torch from PyTorch's CPU index (docker/torch_pins.py); where
 #                                 # only PyPI's CUDA build is reachable it stops naming the fix, and
-#                                 # TORCH_ALLOW_CUDA=1 make xla-venv takes it (~5 GB; the XLA tests do so)
+#                                 # TORCH_ALLOW_CUDA=1 make xla-venv takes it (~4.2 GB download, 7.4 GB on disk;
+#                                 # the XLA tests do so; docs/TPU.md)
 #   make test-xla                 # the XLA tests (make test runs them too, making the venv on first use)
 
 # Outside the clone, keyed by what it is made from (scripts/cache_dir.sh): made once per machine and pins.

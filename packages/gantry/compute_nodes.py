@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from gantry.agent import REPORT_KEY, RunSpec
 from gantry.gcp import Compute
@@ -52,6 +53,12 @@ class ComputeNodes:
 
     def power_down(self, node: Node) -> bool:
         return False  # a VM's agent powers it off after idle_shutdown_minutes; a stopped VM bills only its disk
+
+    def power_off(self, node: Node) -> bool:
+        if self.node_status(node).vm != "RUNNING":
+            return False
+        self.compute.instances.stop(project=self.cluster.project, zone=node.zone, instance=node.name).result()
+        return True
 
     def read_spec(self, node: Node) -> RunSpec | None:
         return _spec_of(self.instance(node), self.cluster)
@@ -96,7 +103,8 @@ class ComputeNodes:
             report = json.loads(attributes.get(REPORT_KEY) or "{}")
         except ValueError:
             report = {}
-        return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster))
+        return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster),
+                          up_since=_epoch(found.last_start_timestamp))
 
     def output(self, node: Node, start: int = 0) -> tuple[str, int]:
         """New serial-port-2 output from byte ``start``; returns (text, the next start)."""
@@ -119,3 +127,11 @@ def _spec_of(vm, cluster: Cluster) -> RunSpec | None:
             except ValueError:
                 return None  # not a spec this launcher wrote: the agent ignores it too
     return None
+
+
+def _epoch(timestamp: str) -> float | None:
+    """Compute's RFC 3339 timestamps (2026-11-26T06:00:00.123-08:00) as epoch seconds; None when absent."""
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() if timestamp else None
+    except ValueError:
+        return None

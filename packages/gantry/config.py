@@ -23,6 +23,12 @@ from gantry.errors import ConfigError
 DEFAULT_INFRA_DIR = Path("infra")
 LABEL_KEY = "gantry-deployment"  # every resource infra/ creates carries it
 
+# The trainer's time budget (selfplay's run.max_minutes) of a run that `gantry run` starts without one, so
+# a forgotten run ends by itself, with a checkpoint, well before max_run_hours (infra/variables.tf) powers
+# the nodes off. `gantry run -- --run.max_minutes=N` overrides it; N = 0 removes it.
+DEFAULT_RUN_MAX_MINUTES = 240
+RUN_MAX_MINUTES_FLAG = "--run.max_minutes"
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -38,7 +44,7 @@ class Deployment:
     accelerator_type: str = "nvidia-tesla-t4"
     accelerator_count: int = 1  # GPUs per node
     spot: bool = False  # Spot VMs: ~40-60% cheaper, can be preempted with 30 s notice
-    max_run_hours: float = 0  # GCE deletes/stops the VM after this long (the agent stops a TPU node); 0 = no limit
+    max_run_hours: float = 6  # GCE deletes/stops the VM after this long (the agent stops a TPU node); 0 = no limit
     termination_action: str = "STOP"  # what GCE does at max_run_hours or a preemption: STOP or DELETE
     idle_shutdown_minutes: int = 60  # the node agent powers an idle node off (stops a TPU node); 0 = never
     boot_disk_size_gb: int = 100

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gantry.config import Deployment
+from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG, Deployment
 
 PRICES_PATH = Path(__file__).with_name("prices.json")
 HOURS_PER_MONTH = 730  # Google's billing convention
@@ -138,4 +138,17 @@ def render(result: Estimate) -> list[str]:
             lines.append("  max_run_hours = 0: no time limit, the nodes bill until `make destroy`")
     for note in result.notes:
         lines.append(f"  note: {note}")
-    return lines
+    return lines + limits(result.max_run_hours)
+
+
+def limits(max_run_hours: float) -> list[str]:
+    """The two time limits that end a forgotten run, and how to change them (0 removes one, on purpose)."""
+    trainer = (f"  trainer: a `make run-gcp` run stops with a checkpoint after {RUN_MAX_MINUTES_FLAG[2:]} = "
+               f"{DEFAULT_RUN_MAX_MINUTES:g} (ARGS=\"-- {RUN_MAX_MINUTES_FLAG}=N\"; 0 = no limit)")
+    if max_run_hours:
+        nodes = (f"  nodes:   power off after max_run_hours = {max_run_hours:g} hours up, even without this machine "
+                 "(infra/terraform.tfvars; 0 = no limit)")
+    else:
+        nodes = ("  nodes:   max_run_hours = 0: no limit; an idle node powers off after idle_shutdown_minutes, a "
+                 "training one bills until `make destroy`")
+    return ["Time limits:", trainer, nodes]

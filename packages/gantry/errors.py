@@ -44,3 +44,16 @@ class CheckFailed(GantryError):
     """Preflight found at least one blocker."""
 
     status = ExitStatus.CHECK_FAILED
+
+
+# The launcher's own dependencies: pyproject.toml's [cloud] extra, which `make install` (the trainer alone, as
+# in the container) leaves out. Their absence is an install step to take, not a traceback to read.
+CLOUD_MODULES = {"python_terraform", "google", "docker"}
+
+
+def missing_cloud_extra(error: ModuleNotFoundError) -> GantryError | None:
+    """The one-line fix for a launcher started without its cloud packages; None for any other missing module."""
+    if (error.name or "").split(".")[0] not in CLOUD_MODULES:
+        return None
+    return GantryError(f"no module {error.name}: the launcher's cloud packages are not installed",
+                       "Run `make install-dev`.")

@@ -32,6 +32,7 @@ from gantry.agent import (
     TRAIN_KIND,
     RunSpec,
 )
+from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
@@ -106,13 +107,21 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
     """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
     your program (`-m MODULE ARGS`), run under torchrun as they are; else the selfplay trainer's flags."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
-    trainer_args = tuple(args) if torchrun else ("--config", config, f"--run.dir={run_url}", *args)
+    trainer_args = tuple(args) if torchrun else ("--config", config, f"--run.dir={run_url}", *budget(args), *args)
     port = {"master_port": master_port} if master_port else {}
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
                     tpu=cluster.use_tpu,
                     action=action, launched_at=launched_at, run_dir=run_url, torchrun=torchrun, **port)
             for node in cluster.nodes]
+
+
+def budget(trainer_args: list[str]) -> list[str]:
+    """The default time budget of a selfplay run, unless its flags set one (0 included: no limit, on purpose).
+    Your own torchrun program owns its flags and gets none; max_run_hours still powers its nodes off."""
+    if any(a == RUN_MAX_MINUTES_FLAG or a.startswith(RUN_MAX_MINUTES_FLAG + "=") for a in trainer_args):
+        return []
+    return [f"{RUN_MAX_MINUTES_FLAG}={DEFAULT_RUN_MAX_MINUTES:g}"]
 
 
 def torchrun_program(after_dashes: list[str]) -> list[str] | None:
@@ -151,6 +160,9 @@ class NodeApi(Protocol):
     def power_down(self, node: Node) -> bool:
         """Stop the node's billing once its run stopped; False where the node does that itself (the agent's idle
         shutdown of a VM)."""
+
+    def power_off(self, node: Node) -> bool:
+        """Stop the node now, whatever stops it later by itself (`gantry stop --power-off`); False if it is not up."""
 
     def output(self, node: Node, start: int = 0) -> tuple[str, int]:
         """The trainer's output on the node from byte ``start``: (text, the next start)."""
@@ -197,6 +209,13 @@ class NodeStatus:
     spot: bool = False  # scheduling.provisioningModel SPOT: Google may stop (or delete) it at any time
     spec: RunSpec | None = None  # the run spec in its metadata
     up_state: str = "RUNNING"  # the state of a node that is up: RUNNING (Compute), READY (Cloud TPU)
+    up_since: float | None = None  # epoch seconds of its last start (Compute's lastStartTimestamp); None: unknown
+
+    def uptime_s(self, now: float | None = None) -> float | None:
+        """Seconds since the node last started, while it is up (and billing); None when down or unknown."""
+        if not self.up or self.up_since is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.up_since)
 
     @property
     def up(self) -> bool:

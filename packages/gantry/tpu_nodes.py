@@ -139,6 +139,9 @@ class TpuNodes:
                   f"stopping TPU node {node.name}")
         return True
 
+    def power_off(self, node: Node) -> bool:
+        return self.power_down(node)  # a TPU node is always stopped through the API
+
     def ensure_running(self, say: Callable[[str], None], timeout_s: float = 900, poll_s: float = 5) -> None:
         """Start a stopped TPU node (nodes:start) and wait until READY; a preempted one can only be recreated."""
         waiting = []

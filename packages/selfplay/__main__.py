@@ -251,6 +251,13 @@ def _settings_help() -> str:
     return "\n".join(lines)
 
 
+def cmd_plot(args, overrides) -> int:
+    from .plot import plot
+
+    print(f"wrote {plot(Path(args.run), Path(args.out) if args.out else None)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from .arena import DEFAULT_OPENING_PLIES, DEFAULT_PREVIOUS  # numpy, not torch: the help stays fast
 
@@ -299,21 +306,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p = sub.add_parser("plot", help="draw a run's Pons error and Elo against minutes into an SVG",
+                       epilog="example: python -m selfplay plot --run runs/local  (make plot RUN_DIR=runs/local)")
+    p.add_argument("--run", required=True, help="a run directory (its stats.jsonl) or a bench/results/*.json result")
+    p.add_argument("--out", default="", help="the SVG to write (default: RUN/progress.svg, or progress-*.svg beside "
+                   "a bench result)")
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("eval", "arena") and overrides:
+    if args.command in ("eval", "arena", "plot") and overrides:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     from .checkpoint import CheckpointError
     from .config import ConfigError
     from .evaluate import EvalError
+    from .plot import PlotError
     try:
-        commands = {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval, "arena": cmd_arena}
+        commands = {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval, "arena": cmd_arena, "plot": cmd_plot}
         return commands[args.command](args, overrides)
     except ConfigError as e:
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 2
-    except (CheckpointError, EvalError, RuntimeError) as e:
+    except (CheckpointError, EvalError, PlotError, RuntimeError) as e:
         if getattr(args, "debug", False):
             raise
         print(f"selfplay: error: {e}", file=sys.stderr)

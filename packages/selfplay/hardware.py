@@ -57,7 +57,7 @@ def default_actor_count(cores: int) -> int:
     A 32x4 learner keeps up with an actor using about a quarter of a core, so on a 2-core
     machine a core reserved for it sat ~60% idle. Two actors beside the learner there played
     1.65x the positions of one (380 vs 230 per second) and lowered every Pons error after
-    30 minutes (README, "30 minutes of make train-local"). From 3 cores up the learner keeps
+    30 minutes (bench/RESULTS.md, "What error does it reach in 30 minutes"). From 3 cores up the learner keeps
     its own core: several actors' data is more than a quarter core can train on.
     """
     return cores if cores <= 2 else cores - 1
@@ -116,7 +116,7 @@ def leaves_served_by_learner(inference: str, device: torch.device, actor_precisi
     """Whether the learner's device answers every actor's leaves (leaf_server.py) instead of each actor's core.
 
     auto serves them from a GPU or XLA device only where the actors would search in fp32. On a 16-core
-    Intel host with AMX beside an H200 (README, "On a GPU node: where self-play's network runs"),
+    Intel host with AMX beside an H200 (bench/RESULTS.md, "On a GPU node"),
     served leaves played 1.12-1.26x the positions of fp32 actors but 0.73-0.83x those of bf16 actors: an
     actor waiting on a round trip idles a core that would have run a bf16 forward pass nearly as fast.
     """

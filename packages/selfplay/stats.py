@@ -21,6 +21,10 @@ ARENA = "arena"  # namespace (and record kind) of arena figures
 END = END_KIND
 
 
+EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
+EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
+
+
 def eval_key(test_set: str, measure: str) -> str:
     """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
     return f"{EVAL}/{test_set}/{measure}"
@@ -124,12 +128,23 @@ def human(n: float) -> str:
     return f"{n:.0f}"
 
 
+def clock(minutes: float) -> str:
+    """H:MM:SS, the way a person reads a duration at a glance."""
+    seconds = max(0, round(60 * minutes))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
 def progress_line(m: dict, last_eval: dict | None) -> str:
-    """One line a person can read: where the run is, how fast, whether the learner waits, how good."""
+    """One line a person can read: where the run is, how long it has run and has left, how fast, whether the
+    learner waits, how good (and which step and minute that grade is of: it is minutes old between gradings)."""
     games = f"games {human(m['selfplay/games'])}"
     if m.get("selfplay/game_length") is not None:  # of the games finished since the last line
         games += f" ({m['selfplay/game_length']:.0f} plies, {100 * m['selfplay/draw_rate']:.0f}% drawn)"
+    when = f"{clock(m['charts/elapsed_minutes'])} elapsed"
+    if m.get("charts/remaining_minutes") is not None:  # only with a budget (run.max_minutes or run.max_steps)
+        when += f", {clock(m['charts/remaining_minutes'])} left"
     parts = [f"step {m['charts/step']:.0f}",
+             when,
              games,
              f"{human(m['charts/positions_per_s'])} pos/s",
              f"{human(m['charts/simulations_per_s'])} sims/s",
@@ -144,5 +159,6 @@ def progress_line(m: dict, last_eval: dict | None) -> str:
         hard = last_eval.get(eval_key("Begin-Hard", "mcts_weak"))
         mid = last_eval.get(eval_key("Middle-Medium", "mcts_weak"))
         if hard is not None:
-            parts.append(f"eval weak err: mid-med {100 * mid:.1f}% begin-hard {100 * hard:.1f}%")
+            parts.append(f"eval weak err of step {last_eval[EVAL_STEP]:.0f} (minute {last_eval[EVAL_MINUTE]:.0f}): "
+                         f"mid-med {100 * mid:.1f}% begin-hard {100 * hard:.1f}%")
     return " | ".join(parts)

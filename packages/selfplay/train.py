@@ -47,7 +47,7 @@ from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
 from .rundir import RunDir
-from .stats import END, RunLog, progress_line
+from .stats import END, EVAL_MINUTE, EVAL_STEP, RunLog, progress_line
 from .weights import SharedWeights, flat_float_state
 
 log = logging.getLogger("selfplay")
@@ -141,6 +141,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         metrics = window.metrics(selfplay.pool, replay, counters, step, seconds)
         metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
         metrics["learner/value_units_firing"] = firing = learner.value_units_firing()
+        metrics.update(_clock(cfg, step, time.monotonic() - started, metrics["charts/learner_steps_per_s"]))
         runlog.record(step, metrics)
         runlog.say(progress_line(metrics, evals.last))
         if firing == 0 and step > lc.warmup_steps and not warned_dead_value:
@@ -218,6 +219,17 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
     return step
+
+
+def _clock(cfg: Config, step: int, elapsed_s: float, steps_per_s: float) -> dict:
+    """This session's minutes so far and, with a budget, the minutes left: by run.max_minutes, or by run.max_steps
+    at the last window's step rate, whichever ends the run first (None while a steps-only run has no rate)."""
+    left = []
+    if cfg.run.max_minutes:
+        left.append(cfg.run.max_minutes - elapsed_s / 60)
+    if cfg.run.max_steps and steps_per_s > 0:
+        left.append(max(0, cfg.run.max_steps - step) / steps_per_s / 60)
+    return {"charts/elapsed_minutes": elapsed_s / 60, "charts/remaining_minutes": max(0.0, min(left)) if left else None}
 
 
 def _time_progress(cfg: Config, elapsed_s: float) -> float:
@@ -313,7 +325,8 @@ class PeriodicEval:
         self.cfg, self.runlog = cfg, runlog
         self.last: dict | None = None
         self.pending: Future | None = None
-        self.pending_step = 0
+        self.pending_step, self.pending_minute = 0, 0.0
+        self.started = time.monotonic()  # the session's start, to a few milliseconds: the minute of each grading
         self.last_t = -float("inf")  # due at once
         due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
         if due:
@@ -330,14 +343,16 @@ class PeriodicEval:
         if self.pending is not None and self.pending.done():
             try:
                 result = self.pending.result()
-                self.last = evaluate.summary(result)
+                # the figures say whose they are: the progress line repeats them for minutes after
+                self.last = {**evaluate.summary(result), EVAL_STEP: self.pending_step, EVAL_MINUTE: self.pending_minute}
                 self.runlog.record(self.pending_step, self.last, kind="eval")
-                self.runlog.say(f"evaluation at step {self.pending_step}:\n{evaluate.format_table(result)}")
+                self.runlog.say(f"evaluation at step {self.pending_step} (minute {self.pending_minute:.0f}):\n"
+                                f"{evaluate.format_table(result)}")
             except Exception as e:  # noqa: BLE001 -- an evaluation failure must not end the training
                 self.runlog.say(f"warning: evaluation failed: {e}")
             self.pending = None
         if self.pool and self.pending is None and now - self.last_t >= 60 * cfg.eval.every_minutes:
-            self.last_t, self.pending_step = now, step
+            self.last_t, self.pending_step, self.pending_minute = now, step, (now - self.started) / 60
             state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             self.pending = self.pool.submit(
                 evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,

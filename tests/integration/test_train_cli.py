@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from selfplay.stats import END, eval_key
+from selfplay.stats import END, EVAL_MINUTE, EVAL_STEP, eval_key
 from train_helpers import records, wait_for_steps
 
 pytestmark = pytest.mark.slow
@@ -149,6 +150,10 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     evals = records(run, kind="eval")
     assert evals and eval_key("Begin-Hard", "mcts_weak") in evals[0]
     assert evals[0]["step"] == 0  # the first grades the starting weights, at once
+    # each grading names the step and minute it graded, and the progress line repeats them with its figures
+    assert all(e[EVAL_STEP] == e["step"] and 0 <= e[EVAL_MINUTE] <= 1 for e in evals)
+    assert re.search(r"\| eval weak err of step \d+ \(minute \d+\): mid-med", result.stdout)
+    assert re.search(r"^step \d+ \| 0:00:\d\d elapsed, 0:00:\d\d left \| games", result.stdout, flags=re.M)
     graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
                       "--json", str(tmp_path / "eval.json"))
     assert graded.returncode == 0, graded.stderr

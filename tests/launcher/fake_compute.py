@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -73,6 +74,7 @@ class FakeCompute(LoopbackServer):
         project: dict(families) for project, families in json.loads(IMAGE_FAMILIES.read_text()).items()
         if not project.startswith("_")})
     started: list[str] = field(default_factory=list)  # instances.start calls, by instance name
+    stopped: list[str] = field(default_factory=list)  # instances.stop calls, by instance name
     operations: int = 0
 
     # ---- ready-made worlds ----
@@ -109,6 +111,7 @@ class FakeCompute(LoopbackServer):
         """The instance record; tests share it with a FakeMetadata (metadata, guest attributes) and may
         set "serialPortFile" to a file whose bytes are serial port 2's output."""
         instance = {"name": name, "zone": zone, "labels": labels, "status": status, "machineType": machine_type,
+                    "lastStartTimestamp": _rfc3339(time.time()),
                     "networkInterfaces": [{"networkIP": network_ip}],
                     "metadata": {"fingerprint": "fp-0", "items": []}, "guestAttributes": {}}
         self.instances.append(instance)
@@ -165,7 +168,7 @@ class FakeCompute(LoopbackServer):
 
     def _post_routes(self):
         i = r"/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"
-        return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start)]
+        return [(i + r"/setMetadata$", self._set_metadata), (i + r"/start$", self._start), (i + r"/stop$", self._stop)]
 
     def handle(self, path: str, query: dict[str, list[str]], body: dict | None = None) -> tuple[int, dict]:
         for flaky in self.flaky:
@@ -300,8 +303,17 @@ class FakeCompute(LoopbackServer):
         if error:
             return error
         instance["status"] = "RUNNING"
+        instance["lastStartTimestamp"] = _rfc3339(time.time())
         self.started.append(name)
         return self._operation(zone, name, "start")
+
+    def _stop(self, query, zone, name, body):
+        instance, error = self._find(zone, name)
+        if error:
+            return error
+        instance["status"] = "TERMINATED"  # Compute's name for a stopped VM
+        self.stopped.append(name)
+        return self._operation(zone, name, "stop")
 
     def _serial_port(self, query, zone, name):
         instance, error = self._find(zone, name)
@@ -465,3 +477,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 FakeCompute.handler_class = _Handler
+
+
+def _rfc3339(epoch: float) -> str:
+    """The shape Compute writes its timestamps in: local time with milliseconds and an offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch)) + f".{int(epoch % 1 * 1000):03d}" + \
+        time.strftime("%z", time.localtime(epoch))[:3] + ":" + time.strftime("%z", time.localtime(epoch))[3:]

@@ -223,3 +223,26 @@ def test_an_api_that_stays_disabled_fails_after_one_more_try(cli, deployment):
     assert result.status == ExitStatus.ERROR
     assert result.stdout.count("Applying once more") == 1
     assert last_line(result.stderr).startswith("gantry: error: terraform apply failed")
+
+
+def test_apply_says_what_it_creates_and_bills_then_asks_at_a_terminal(cli, deployment):
+    deployment.write(node_count=2)
+    declined = cli("apply", answer="n")
+    assert declined.status == ExitStatus.ERROR
+    out = declined.stdout
+    assert "To create in project demo-project, zone us-central1-a: 2 x c4-highcpu-16 (on-demand)" in out
+    assert "Billing: $0.69/h per node, $1.38/h in total" in out
+    assert out.index("Billing:") < out.index("Create it and start billing? [y/N]")
+    assert "terraform init" not in out and not deployment.state_file().exists()
+    assert last_line(declined.stderr) == ("gantry: error: apply cancelled; nothing was created. Run `make apply` "
+                                          "again and answer y, or `make apply ARGS=-y` to skip the question.")
+    accepted = cli("apply", answer="y")
+    assert accepted.status == ExitStatus.OK, accepted.output
+    assert "Apply complete!" in accepted.stdout
+
+
+def test_apply_y_does_not_ask(cli, deployment):
+    deployment.write()
+    result = cli("apply", "-y", answer="n")  # a terminal that would say no: -y never asks it
+    assert result.status == ExitStatus.OK, result.output
+    assert "Create it and start billing?" not in result.stdout and "Billing: $0.69/h per node" in result.stdout

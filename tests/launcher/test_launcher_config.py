@@ -60,7 +60,7 @@ def test_defaults_match_the_infra_variables(tmp_path):
         ("us-central1", "us-central1-a", "gantry", False, 1)
     assert (d.cpu_machine_type, d.gpu_machine_type, d.accelerator_type, d.accelerator_count) == \
         ("c4-highcpu-16", "n1-standard-8", "nvidia-tesla-t4", 1)
-    assert (d.spot, d.max_run_hours) == (False, 0)
+    assert (d.spot, d.max_run_hours) == (False, 6)  # a limit unless the user removes it (max_run_hours = 0)
 
 
 def test_missing_file_says_to_copy_the_example(tmp_path):

@@ -33,7 +33,7 @@ def test_total_scales_with_nodes_and_run_length():
 
 
 def test_no_time_limit_is_spelled_out():
-    text = "\n".join(cost.render(cost.estimate(Deployment(project_id="p"))))
+    text = "\n".join(cost.render(cost.estimate(Deployment(project_id="p", max_run_hours=0))))
     assert "no time limit" in text and "make destroy" in text
 
 
@@ -113,3 +113,17 @@ def test_tpu_table_carries_source_date_and_covers_every_type_infra_offers():
     for shape in tpus["types"].values():
         rates = tpus["generations"][shape["generation"]]
         assert 0 < rates["spot_chip_hour"] < rates["chip_hour"]
+
+
+def test_make_cost_shows_both_default_time_limits():
+    """A deployment with infra's defaults bills for at most max_run_hours, and its runs stop before that."""
+    from gantry.config import DEFAULT_RUN_MAX_MINUTES
+
+    default = Deployment(project_id="p")
+    assert default.max_run_hours > 0 and DEFAULT_RUN_MAX_MINUTES > 0
+    assert 60 * default.max_run_hours > DEFAULT_RUN_MAX_MINUTES  # the trainer checkpoints before GCE stops it
+    text = "\n".join(cost.render(cost.estimate(default)))
+    assert f"a run of max_run_hours = {default.max_run_hours:g}" in text
+    assert f"run.max_minutes = {DEFAULT_RUN_MAX_MINUTES}" in text and "--run.max_minutes=N" in text
+    assert f"power off after max_run_hours = {default.max_run_hours:g} hours up" in text
+    assert text.count("0 = no limit") == 2  # each limit says how to remove it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from gantry.agent import (
     docker_run_args,
     newest_record,
 )
+from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
@@ -73,7 +75,8 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
     assert specs[0].args == ("--config", "tictactoe", f"--run.dir=file://{world['bucket']}/runs/r1",
-                             "--run.max_steps=50")
+                             f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}", "--run.max_steps=50")
+    assert f"stops with a checkpoint after run.max_minutes={DEFAULT_RUN_MAX_MINUTES} minutes" in result.stdout
     assert specs[0].launched_at == specs[1].launched_at
     assert "make status" in result.stdout
 
@@ -182,10 +185,10 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "NAME", "STATE", "RUN", "STEP", "HEARTBEAT"]
+    assert lines[0].split() == ["NODE", "NAME", "STATE", "RUN", "STEP", "HEARTBEAT", "UP", "COST"]
     assert lines[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "680"]
     assert lines[2].split()[:5] == ["1", "gantry-node-1", "running", "r1", "681"]
-    assert "3" in lines[1].split()[5] and lines[1].endswith("s ago")
+    assert "3" in lines[1].split()[5] and lines[1].split()[6:] == ["ago", "0m", "-"]
     assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
     assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
 
@@ -250,6 +253,16 @@ def test_stop_sets_action_stop_on_every_started_node(cli, world):
         spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
         assert spec.action == "stop" and spec.run_id == "r2"
     assert "nothing to stop" in cli("stop", "-y", environ=world["environ"]).stdout
+    # the VMs stay up after a stop: it says until when (the agents' idle shutdown, from the tfvars)
+    assert re.search(r"The nodes keep billing until their agents power them off, 60 min after the run ends "
+                     r"\(idle_shutdown_minutes; about \d\d:\d\d UTC\), or until `make destroy`.", result.stdout)
+
+
+def test_stop_says_when_the_idle_shutdown_is_off(cli, world, deployment):
+    deployment.write(idle_shutdown_minutes=0)
+    result = cli("stop", "-y", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert "idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it." in result.stdout
 
 
 def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed(cli, world, deployment):
@@ -389,3 +402,43 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     assert fake.started == ["gantry-node-1"]
     assert "Spot VM TERMINATED during run r10: starting it; the run resumes from its newest checkpoint" in result.stdout
     assert "Run r10 finished on every node." in result.stdout
+
+
+@pytest.mark.parametrize("flags, budget", [
+    ([], [f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}"]),  # a run started with defaults ends by itself
+    (["--run.max_minutes=30"], []),
+    (["--run.max_minutes", "30"], []),
+    (["--run.max_minutes=0"], []),  # no limit, said explicitly
+])
+def test_a_selfplay_run_gets_the_default_time_budget_unless_its_flags_set_one(flags, budget):
+    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1")[0]
+    assert spec.args == ("--config", "connect4", "--run.dir=gs://b/runs/r1", *budget, *flags)
+
+
+def test_your_own_torchrun_program_gets_no_selfplay_budget():
+    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    spec = runs.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
+    assert spec.args == ("-m", "toytrain.train")
+
+
+@needs_terraform  # the price comes from infra/terraform.tfvars, which Terraform checks first
+def test_status_shows_each_nodes_uptime_and_what_it_cost_since_its_last_start(cli, world, deployment):
+    from fake_compute import _rfc3339
+
+    deployment.write()  # one c4-highcpu-16 on demand: $0.691/h
+    world["vms"][0]["lastStartTimestamp"] = _rfc3339(time.time() - 2 * 3600 - 10)
+    world["vms"][1]["status"] = "TERMINATED"  # a node that is off bills nothing
+    lines = cli("status", environ=world["environ"]).stdout.splitlines()
+    assert lines[1].split()[:3] == ["0", "gantry-node-0", "booting"] and lines[1].split()[-2:] == ["2h00m", "$1.38"]
+    assert lines[2].split()[-2:] == ["-", "-"]
+
+
+def test_stop_power_off_stops_every_vm_once_the_run_stopped(cli, fake, world):
+    result = cli("stop", "-y", "--power-off", environ=world["environ"])  # no run: nothing to wait for
+    assert result.status == ExitStatus.OK, result.output
+    assert sorted(fake.stopped) == ["gantry-node-0"]  # node 1 was already off (TERMINATED)
+    assert "node 0 gantry-node-0: powered off, billing only for its disk" in result.stdout
+    assert "keep billing" not in result.stdout
+    refused = cli("stop", "-y", "--power-off", "--no-wait", environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR and "Drop --no-wait" in refused.stderr

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from gantry.cli import apply, build, cost, destroy, fetch, logs, preflight, push, run, status, stop
 from gantry.config import DEFAULT_INFRA_DIR
-from gantry.errors import GantryError
+from gantry.errors import GantryError, missing_cloud_extra
 from gantry.status import ExitStatus
 
 # the order of `gantry --help` and of the user's journey
@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except Exception as error:  # a bug or an unexpected API answer: one line, traceback on --debug
         if args.debug:
             raise
+        if isinstance(error, ModuleNotFoundError) and (hint := missing_cloud_extra(error)) is not None:
+            print(f"gantry: error: {hint.line()}", file=env.stderr, flush=True)  # a verb's lazy google import
+            return hint.status
         print(f"gantry: error: {type(error).__name__}: {error}. Rerun with --debug for the traceback.",
               file=env.stderr, flush=True)
         return ExitStatus.ERROR

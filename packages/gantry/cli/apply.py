@@ -26,9 +26,14 @@ them there until `make destroy`. If apply fails half-way (a stock-out with no zo
 left, a quota), what Terraform already created is listed: run `make apply` again once
 fixed, or `make destroy` to remove it.
 
+Before Terraform runs it says what it will create and what that bills per hour, and asks
+at a terminal (-y does not ask; neither does a run without a terminal, as in a script).
+
 examples:
   gantry apply
+  gantry apply -y                    # no question (a script)
   make apply
+  make apply ARGS=-y
   gantry apply --skip-preflight      # when preflight cannot see a quota you know you have
 """
 
@@ -36,17 +41,22 @@ examples:
 def add_arguments(parser) -> None:
     parser.add_argument("--skip-preflight", action="store_true",
                         help="do not run the Compute API checks first (Terraform still fails on real problems)")
+    parser.add_argument("-y", "--yes", action="store_true",
+                        help="do not ask before creating (scripts; without a terminal apply does not ask either)")
 
 
 def run(args, env) -> ExitStatus:
     deployment = config.load(args.var_file, args.infra_dir)
     if args.skip_preflight:
-        env.say(*cost.render(cost.estimate(deployment)))
+        estimate = cost.estimate(deployment)
+        env.say(*cost.render(estimate))
     else:
         report = preflight_cli.check(deployment, env)
         if report.failed:
             raise CheckFailed(f"preflight found {len(report.failed)} blocker(s); nothing was created",
                               "Apply the fixes listed above, then `make apply` again.")
+        estimate = cost.estimate(deployment, cpus=report.cpus_per_node, memory_gb=report.memory_gb_per_node)
+    confirm(deployment, estimate, args, env)
     tf = Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr)
     env.say("", f"== terraform init ({tf.working_dir}) ==")
     tf.init()
@@ -68,6 +78,23 @@ def run(args, env) -> ExitStatus:
     env.say("Next: `make build-train` (builds the image and pushes it to the deployment's repository), "
             "then `make run-gcp` (training).")
     return ExitStatus.OK
+
+
+def confirm(d, estimate, args, env) -> None:
+    """Say what apply creates and what it bills, then ask at a terminal (SkyPilot's launch: the cost before the
+    question). Without a terminal (scripts, CI) it goes on, as -y does: a script has no one to ask."""
+    nodes = f"{d.node_count} x {f'{d.tpu_type} TPU VM' if d.use_tpu else d.shape} ({'Spot' if d.spot else 'on-demand'})"
+    env.say("", f"To create in project {d.project_id}, zone {d.zone}: {nodes}, and the network, service account, "
+                "image registry and bucket they use.")
+    if estimate.hourly is not None:
+        env.say(f"Billing: ${estimate.node_hourly:.2f}/h per node, ${estimate.hourly:.2f}/h in total, from now until "
+                f"the nodes power off or `make destroy`" + (" (free under a TRC allocation)." if estimate.free_under_trc
+                                                               else "."))
+    if args.yes or not env.stdin.isatty():
+        return
+    if not env.confirm("Create it and start billing?"):
+        raise GantryError("apply cancelled; nothing was created",
+                          "Run `make apply` again and answer y, or `make apply ARGS=-y` to skip the question.")
 
 
 def _zones_to_try(d, outputs: dict, env) -> list[str]:

@@ -19,6 +19,7 @@ from gantry.agent import (
     TRAIN_KIND,
 )
 from gantry.cli.follow import follow
+from gantry.config import RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -90,6 +91,10 @@ def run(args, env) -> ExitStatus:
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}"
             + (" (the trainer resumes from its newest checkpoint there)" if args.resume else ""))
+    limit = runs.budget(trainer_args) if program is None else []
+    if limit:
+        env.say(f"Time limit: the trainer stops with a checkpoint after {limit[0][2:]} minutes, the default of a "
+                f"gantry run (-- {RUN_MAX_MINUTES_FLAG}=N changes it; 0 = no limit).")
     if program is not None:
         env.say(f"Program: torchrun {' '.join(program)} (rendezvous at node 0; GANTRY_RUN_DIR={run_url})")
     api.ensure_running(env.say)

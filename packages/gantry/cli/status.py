@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gantry import runs
+from gantry import config, cost, runs
 from gantry.agent import KIND_KEY, STAGING_ENV, STATES, STATS_FILE, STEP_KEY, TRAIN_KIND
+from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "status"
@@ -12,9 +13,10 @@ HELP = ("per-node state, run, step and heartbeat, the latest Pons error rates an
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
 ({", ".join(STATES)}),
-the run, its learner step and how long ago the node last reported. Then the master's latest
+how long it has been up since its last start and what that cost at list price (infra/terraform.tfvars,
+as `make cost` prices it), the run, its learner step and how long ago the node last reported. Then the master's latest
 training figures, the newest Pons evaluation (MCTS weak error rate per test set) and the newest
-arena (Elo, random = 0, and W-D-L against each opponent; `python -m selfplay arena` or
+arena (Elo, random = 0, and W-D-L against each opponent; `make arena` or
 eval.arena_every_minutes) from the run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
 the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
 any node its agent powered off while a peer was gone) is started again, and the run resumes from
@@ -36,16 +38,34 @@ def _age(seconds) -> str:
     return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}m ago"
 
 
+def _uptime(seconds) -> str:
+    if seconds is None:
+        return "-"
+    minutes = int(seconds // 60)  # whole minutes, as a clock shows them
+    return f"{minutes}m" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def node_hourly(args) -> float | None:
+    """One node's list price from infra/terraform.tfvars (as `make cost` prints it); None when it cannot be read."""
+    try:
+        return cost.estimate(config.load(args.var_file, args.infra_dir)).node_hourly
+    except GantryError:
+        return None
+
+
 def run(args, env) -> ExitStatus:
     cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
     if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
         statuses = [api.node_status(node) for node in cluster.nodes]
-    env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  HEARTBEAT")
+    hourly = node_hourly(args)
+    # UP and COST last: scripts (and the node twin) read the first columns by position
+    env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  {'HEARTBEAT':<10} {'UP':>6} {'COST':>7}")
     for s in statuses:
-        step = s.report.get("step")
+        step, up = s.report.get("step"), s.uptime_s()
+        spent = "-" if up is None or hourly is None else f"${hourly * up / 3600:.2f}"  # since its last start
         env.say(f"{s.node.rank:<5} {s.node.name:<24} {s.state:<14} {s.report.get('run') or '-':<24} "
-                f"{'-' if step is None else step:>8}  {_age(s.heartbeat_age_s())}")
+                f"{'-' if step is None else step:>8}  {_age(s.heartbeat_age_s()):<10} {_uptime(up):>6} {spent:>7}")
     for s in statuses:
         if s.report.get("detail"):
             env.say(f"node {s.node.rank}: {s.report['detail']}")

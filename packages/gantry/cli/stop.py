@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
-from gantry import runs
+from gantry import config, runs
 from gantry.agent import DONE_STATES
+from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -19,11 +21,13 @@ with a 25 s grace period); the trainer writes a final checkpoint to the bucket a
 `make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
 (and billing) until the agent's idle shutdown powers them off or `make destroy`. A Cloud TPU VM
 bills until Cloud TPU stops it, so once its trainer stopped it is stopped too (nodes:stop; also
-when no run is started): `make run-gcp` starts it again. Asks first unless -y.
+when no run is started): `make run-gcp` starts it again. --power-off stops the VMs too, once
+the checkpoint is written: then only their disks bill. Asks first unless -y.
 
 examples:
   gantry stop
   gantry stop -y --no-wait
+  gantry stop -y --power-off         # and power the nodes off now
   make stop ARGS=-y
 """
 
@@ -31,16 +35,23 @@ examples:
 def add_arguments(parser) -> None:
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--no-wait", action="store_true", help="return once the stop is requested")
+    parser.add_argument("--power-off", action="store_true",
+                        help="then power every node off now, rather than at the agents' idle shutdown: billing stops "
+                             "but for the disks; `make run-gcp` starts them again")
     parser.add_argument("--timeout", type=float, default=180, help="seconds to wait for the nodes (default 180)")
 
 
 def run(args, env) -> ExitStatus:
+    if args.power_off and args.no_wait:  # powering off before the trainer wrote its checkpoint would lose it
+        raise GantryError("--power-off waits for the final checkpoint, and --no-wait would not",
+                          "Drop --no-wait (make stop ARGS=\"-y --power-off\").")
     cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     specs = {node: api.read_spec(node) for node in cluster.nodes}
     active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
         env.say("No run is started on any node; nothing to stop.")
         power_down(api, cluster, env)
+        after_stop(api, cluster, args, env)
         return ExitStatus.OK
     run_ids = sorted({spec.run_id for spec in active.values()})
     if not args.yes:
@@ -55,6 +66,7 @@ def run(args, env) -> ExitStatus:
         if cluster.use_tpu:
             env.say("The TPU node keeps billing until it is stopped: `make stop` again without --no-wait stops it once "
                     "the trainer has stopped.")
+        say_when_vms_power_off(cluster, args, env)
         return ExitStatus.OK
     deadline = time.monotonic() + args.timeout
     pending = dict(active)
@@ -73,7 +85,42 @@ def run(args, env) -> ExitStatus:
     power_down(api, cluster, env)
     env.say(f"Stopped run {', '.join(run_ids)}. Resume with `make run-gcp ARGS=\"--resume {run_ids[0]}\"`; "
             f"copy it here with `make fetch RUN={run_ids[0]}`.")
+    after_stop(api, cluster, args, env)
     return ExitStatus.OK
+
+
+def after_stop(api, cluster, args, env) -> None:
+    """--power-off stops the nodes now; otherwise say when they stop billing by themselves."""
+    if not args.power_off:
+        say_when_vms_power_off(cluster, args, env)
+        return
+    for node in cluster.nodes:
+        if api.power_off(node):
+            env.say(f"  node {node.rank} {node.name}: powered off, billing only for its disk "
+                    "(`make run-gcp` starts it again)")
+
+
+def say_when_vms_power_off(cluster, args, env) -> None:
+    """A stopped run leaves its VMs up and billing until their agents' idle shutdown: say when that is."""
+    if cluster.use_tpu:  # power_down stopped the TPU node itself
+        return
+    idle = idle_shutdown_minutes(args.var_file)
+    if not idle:
+        env.say("The nodes keep billing: idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it.")
+        return
+    at = time.strftime("%H:%M UTC", time.gmtime(time.time() + 60 * idle))
+    env.say(f"The nodes keep billing until their agents power them off, {idle:g} min after the run ends "
+            f"(idle_shutdown_minutes; about {at}), or until `make destroy`.")
+
+
+def idle_shutdown_minutes(var_file) -> float:
+    """The setting in the user's tfvars, else infra's default; read as written (the nodes got it at apply)."""
+    default = Deployment.__dataclass_fields__["idle_shutdown_minutes"].default
+    try:
+        value = config.parse_tfvars(Path(var_file).read_text(), str(var_file)).get("idle_shutdown_minutes")
+    except (OSError, GantryError):
+        return default
+    return default if value is None else float(value)
 
 
 def power_down(api, cluster, env) -> None:

@@ -30,10 +30,10 @@ run "cpu_on_demand_defaults" {
       preemptible                 = false
       automatic_restart           = true
       on_host_maintenance         = "MIGRATE"
-      instance_termination_action = null
-      max_run_duration_seconds    = null
+      instance_termination_action = "STOP"
+      max_run_duration_seconds    = 21600
     })
-    error_message = "An on-demand CPU node live-migrates, restarts automatically and has no termination action."
+    error_message = "An on-demand CPU node live-migrates and restarts automatically; by default GCE stops it after max_run_hours = 6 (21600 s)."
   }
   assert {
     condition     = output.enable_secure_boot && jsonencode(output.node_indexes) == "[0]"
@@ -112,10 +112,10 @@ run "gpu_on_demand" {
       preemptible                 = false
       automatic_restart           = true
       on_host_maintenance         = "TERMINATE"
-      instance_termination_action = null
-      max_run_duration_seconds    = null
+      instance_termination_action = "STOP"
+      max_run_duration_seconds    = 21600
     })
-    error_message = "A GPU node cannot live-migrate: on_host_maintenance must be TERMINATE."
+    error_message = "A GPU node cannot live-migrate: on_host_maintenance must be TERMINATE; by default GCE stops it after 6 h."
   }
   assert {
     condition     = !output.enable_secure_boot

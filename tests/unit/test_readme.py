@@ -1,0 +1,160 @@
+"""README.md is a landing page: small, and every command, sample line and figure in it is one the code
+and the committed results back. Fast: reads files and calls pure functions, runs nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MAX_README_BYTES = 15 * 1024
+WALKTHROUGH_MARKER = "<!-- walkthrough: the node twin runs this block -->"
+BENCH_RESULT = ROOT / "bench/results/bench-20261126-090132.json"  # the README's "after N minutes" table
+
+
+def readme() -> str:
+    return README.read_text()
+
+
+def code_blocks(text: str) -> list[str]:
+    return re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+
+
+def commands(text: str) -> str:
+    """What the README asks a reader to type: its code blocks and inline code, not its prose."""
+    return "\n".join(code_blocks(text) + re.findall(r"`([^`\n]+)`", text))
+
+
+def make_targets() -> set[str]:
+    targets = set()
+    for path in [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))]:
+        targets |= set(re.findall(r"^([a-zA-Z][a-zA-Z0-9_-]*):(?!=)", path.read_text(), flags=re.M))
+    return targets
+
+
+def test_readme_is_at_most_15_kb():
+    size = README.stat().st_size
+    assert size <= MAX_README_BYTES, f"README.md is {size} bytes; move detail into docs/ or bench/RESULTS.md"
+
+
+def test_every_make_target_the_readme_names_exists():
+    named = set(re.findall(r"\bmake ([a-z][a-z0-9-]*)", commands(readme())))
+    assert named, "the README names no make target"
+    missing = sorted(named - make_targets())
+    assert not missing, f"README.md names make targets that do not exist: {missing}"
+
+
+def test_every_gantry_and_selfplay_verb_the_readme_names_exists():
+    from gantry.cli import VERBS
+
+    text = commands(readme())
+    gantry_verbs = {v.NAME for v in VERBS}
+    named = set(re.findall(r"^\s*(?:\.venv/bin/)?gantry ([a-z][a-z-]*)", text, flags=re.M))
+    assert not named - gantry_verbs, f"README.md names gantry verbs that do not exist: {sorted(named - gantry_verbs)}"
+    selfplay_main = (ROOT / "packages/selfplay/__main__.py").read_text()
+    for verb in set(re.findall(r"(?:python -m selfplay|\bselfplay) ([a-z]+)\b", text)):
+        assert f'"{verb}"' in selfplay_main, f"README.md names `selfplay {verb}`, which selfplay/__main__.py lacks"
+
+
+def test_readme_sends_nobody_to_a_tool_that_is_not_on_path():
+    # tensorboard and selfplay live in .venv; the README reaches them through make
+    for block in code_blocks(readme()):
+        for line in block.splitlines():
+            assert not re.match(r"\s*(tensorboard|python -m selfplay|selfplay|gantry)\b", line), line
+
+
+def test_readme_links_point_at_files_that_exist():
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme()):
+        assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def _regex_of(line: str) -> re.Pattern:
+    """The shape of a line: its words and separators literal, every number a wildcard number."""
+    number = r"\d+(?:\.\d+)?[kM]?"
+    parts = re.split(number, line)
+    return re.compile(number.join(re.escape(p) for p in parts))
+
+
+def test_readme_progress_line_is_one_the_trainer_prints():
+    from selfplay.stats import EVAL_MINUTE, EVAL_STEP, eval_key, progress_line
+
+    samples = [line for block in code_blocks(readme()) for line in block.splitlines() if line.startswith("step ")]
+    assert samples, "README.md shows no progress line"
+    metrics = {"charts/step": 1372, "selfplay/games": 10400, "selfplay/game_length": 26.0,
+               "selfplay/draw_rate": 0.12, "charts/positions_per_s": 121.0, "charts/simulations_per_s": 17300.0,
+               "learner/buffer_size": 59900, "learner/mean_reuse": 6.0, "losses/total": 1.712,
+               "losses/policy": 1.473, "losses/value": 0.239, "learner/wait_fraction": 0.0,
+               "charts/elapsed_minutes": 10.0, "charts/remaining_minutes": None}
+    last_eval = {eval_key("Middle-Medium", "mcts_weak"): 0.115, eval_key("Begin-Hard", "mcts_weak"): 0.184,
+                 EVAL_STEP: 1372, EVAL_MINUTE: 9.9}
+    printed = [progress_line(metrics, last_eval),  # make train-local: no budget
+               progress_line({**metrics, "charts/remaining_minutes": 20.0}, last_eval)]  # --run.max_minutes
+    for sample in samples:
+        assert any(_regex_of(line).fullmatch(sample) for line in printed), (
+            f"README.md's sample progress line\n  {sample}\nis not the shape the trainer prints:\n  "
+            + "\n  ".join(printed))
+
+
+def test_readme_minutes_table_is_the_committed_bench_result():
+    assert BENCH_RESULT.name in readme()
+    run = json.loads(BENCH_RESULT.read_text())["training"]["runs"][0]
+    by_step = {c["step"]: c for c in run["curve"]}
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d.]+)% \| ([\d.]+)% \|$", readme(), flags=re.M)
+    assert rows, "README.md has no minutes table"
+    reference = json.loads(BENCH_RESULT.read_text())["training"]["azg_30min_mcts_weak"]
+    assert (f"reaches {100 * reference['Middle-Medium']:.1f}% and {100 * reference['Begin-Hard']:.1f}% on those two "
+            "sets in 30 minutes") in " ".join(readme().split())
+    for minutes, step, mid, hard in rows:
+        point = by_step[int(step)]
+        assert round(point["minutes"]) == int(minutes)
+        assert f"{100 * point['Middle-Medium']['mcts_weak']:.1f}" == mid
+        assert f"{100 * point['Begin-Hard']['mcts_weak']:.1f}" == hard
+
+
+def _walkthrough() -> str:
+    text = readme()
+    assert text.count(WALKTHROUGH_MARKER) == 1
+    after = text.split(WALKTHROUGH_MARKER, 1)[1]
+    match = re.match(r"\s*```bash\n(.*?)```", after, flags=re.S)
+    assert match, f"the line after {WALKTHROUGH_MARKER!r} must open a ```bash block"
+    return match.group(1)
+
+
+def test_walkthrough_enables_every_api_infra_needs():
+    locals_tf = (ROOT / "infra/locals.tf").read_text()
+    required = set(re.findall(r'"([a-z]+\.googleapis\.com)"', locals_tf.split("required_apis", 1)[1].split(")")[0]))
+    required.discard("tpu.googleapis.com")  # TPU only: docs/TPU.md
+    required.add("cloudresourcemanager.googleapis.com")  # preflight reads org policies before Terraform runs
+    enabled = set(re.findall(r"[a-z]+\.googleapis\.com", _walkthrough()))
+    assert required <= enabled, f"the walkthrough does not enable {sorted(required - enabled)}"
+
+
+def test_walkthrough_order_builds_before_billing_and_pushes_after_the_registry():
+    steps = [line.split("#")[0].strip() for line in _walkthrough().splitlines() if line.strip()]
+    steps = [s for s in steps if s]
+
+    def at(prefix: str) -> int:
+        return next(i for i, s in enumerate(steps) if s.startswith(prefix))
+
+    for first in ("gcloud auth login", "gcloud config set project", "gcloud auth application-default login",
+                  "gcloud auth application-default set-quota-project", "gcloud services enable"):
+        assert at(first) < at("make apply")
+    assert at("make build-train") < at("make apply") < at("make push-train") < at("make run-gcp")
+    assert at("make run-gcp") < at("make destroy")
+
+
+@pytest.mark.parametrize("use_gpu, on_demand, spot", [(False, "0.69", "0.42"), (True, "0.74", "0.27")])
+def test_readme_cost_rows_are_what_make_cost_prints(use_gpu, on_demand, spot):
+    from gantry import cost
+    from gantry.config import Deployment
+
+    row = next(line for line in readme().splitlines()
+               if line.startswith("| 1 ×") and (("T4" in line) == use_gpu))
+    assert f"${on_demand}/h" in row and f"${spot}/h" in row, row
+    for is_spot, figure in ((False, on_demand), (True, spot)):
+        deployment = Deployment(project_id="p", use_gpu=use_gpu, spot=is_spot, max_run_hours=8)
+        assert f"{cost.estimate(deployment).node_hourly:.2f}" == figure
