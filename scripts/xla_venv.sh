@@ -26,6 +26,10 @@ pins="$root/packages/selfplay/data/xla-requirements.txt"
 stamp="$venv/.gantry-xla-pins"
 python="${PYTHON:-python3}"
 
+# One maker at a time: the venv is shared by every clone on the machine (and every xdist worker), and a second
+# maker would delete the first one's half-made venv. The second waits, then finds it made.
+exec 9>"$venv.lock"
+flock 9
 if [ -f "$stamp" ] && cmp -s "$pins" "$stamp" && "$venv/bin/python" -c "import torch_xla" 2>/dev/null; then
     exit 0
 fi

@@ -215,3 +215,53 @@ class TwinDeployment:
             assert metadata.guest_attributes["gantry/boot"] == "ready"
             nodes.append(node)
         return nodes
+
+
+# ---- the README's cloud walkthrough, as the twin runs it ----------------------------------------------------------
+
+WALKTHROUGH_MARK = "<!-- walkthrough: the node twin runs this block -->"
+# What only Google answers: the twin's deployment is `make apply`'s terraform outputs, not a tfvars file that `make
+# cost` prices; preflight asks Google's quotas and destroy Google's inventory. tests/launcher/test_launcher_cost.py,
+# test_launcher_preflight*.py and test_launcher_destroy.py prove those verbs against the same stand-ins.
+NOT_IN_THE_TWIN = {"cost": "prices a tfvars file", "preflight": "asks Google's quotas",
+                   "destroy": "asks Google's inventory"}
+
+
+def make_target_verbs() -> dict[str, str]:
+    """Each make target whose recipe runs `-m gantry VERB` -> VERB, read from the Makefile and mk/*.mk."""
+    import re
+
+    verbs: dict[str, str] = {}
+    for makefile in [REPO / "Makefile", *sorted((REPO / "mk").glob("*.mk"))]:
+        target = None
+        for line in makefile.read_text().splitlines():
+            if (rule := re.match(r"^([a-z][a-z0-9-]*):", line)) is not None:
+                target = rule.group(1)
+            elif line.startswith("\t") and target and (run := re.search(r"-m gantry (\w+)", line)):
+                verbs.setdefault(target, run.group(1))
+    return verbs
+
+
+def readme_walkthrough() -> list[tuple[str, list[str]]]:
+    """The walkthrough block of README.md as (gantry verb, its ARGS) in the README's order: each `make TARGET
+    [ARGS=...]` line mapped through the target's recipe. Lines that are not make commands (gcloud, cp) are Google's
+    or the user's own and are skipped; a make target that runs no gantry verb fails here, so the README cannot name
+    one the twin does not know."""
+    import shlex
+
+    text = (REPO / "README.md").read_text()
+    assert WALKTHROUGH_MARK in text, f"README.md lost its walkthrough marker {WALKTHROUGH_MARK!r}"
+    block = text.split(WALKTHROUGH_MARK, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    verbs = make_target_verbs()
+    steps = []
+    for line in block.splitlines():
+        if not line.startswith("make "):  # gcloud (Google's), cp (the user's), comments, continued lines
+            continue
+        words = shlex.split(line, comments=True)
+        target, args = words[1], []
+        for word in words[2:]:
+            if word.startswith("ARGS="):
+                args = shlex.split(word[len("ARGS="):])
+        assert target in verbs, f"README's walkthrough names `make {target}`, which runs no gantry verb"
+        steps.append((verbs[target], args))
+    return steps

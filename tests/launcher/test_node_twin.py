@@ -26,7 +26,7 @@ from agent_helpers import wait_until
 from gantry.agent import RunSpec
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
-from node_twin import TwinDeployment, free_port
+from node_twin import NOT_IN_THE_TWIN, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
@@ -59,36 +59,57 @@ def steps_in(folder) -> list[int]:
     return sorted(int(m.group(1)) for p in folder.glob("ckpt-*.pt") if (m := re.fullmatch(r"ckpt-(\d+)\.pt", p.name)))
 
 
-def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
+def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, monkeypatch):
+    """The README's walkthrough block in its order (readme_walkthrough), every step the twin can take, then what a
+    run meets after it: a preemption, make stop, a resume that ends by the default time budget, your own program."""
+    from gantry import runs
+
     began = time.monotonic()
+    walkthrough = readme_walkthrough()
+    readme_args = dict(walkthrough)
+    ran: list[str] = []  # the verbs that succeeded, in order: the README's must be among them in its order
+
+    def gantry(*argv: str, **kwargs):
+        result = cli(*argv, **kwargs)
+        if result.status == ExitStatus.OK:
+            ran.append(argv[0])
+        return result
 
     def phase(what: str) -> None:  # shown with -s and on failure: where the minutes go
         print(f"[node twin {time.monotonic() - began:5.0f} s] {what}", flush=True)
 
     with ExitStack() as stack:
+        # make build-train ARGS=--no-push, as the README has it: the image is built before anything bills
+        built = gantry("build", *readme_args["build"], "--base-image", BASE_IMAGE)
+        assert built.status == ExitStatus.OK, built.output[-3000:]
+        assert "--no-push" in readme_args["build"] and "Not pushed" in built.stdout, built.stdout[-2000:]
+        phase("built, not pushed")
+
+        # make apply: the twin's deployment (terraform outputs, VMs in the fake Compute API, registry, bucket)
         twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
         bucket, environ, outputs, vms = twin.bucket, twin.environ, twin.outputs, twin.vms
-
+        ran.append("apply")
         phase("the deployment is applied")
-        # make run-gcp before make build-train: refused with the fix, no node touched
-        early = cli("run", "--detach", "--run-id", "twin", environ=environ)
+
+        # make run-gcp before the image is pushed: refused with the fix, no node touched
+        early = gantry("run", "--detach", "--run-id", "twin", environ=environ)
         assert early.status == ExitStatus.ERROR and "is not in the registry. Run `make build-train`" in early.stderr
         assert all("gantry-run" not in metadata_items(vm) for vm in vms)
+        phase("run-gcp before the push was refused")
 
-        phase("run-gcp before build-train was refused")
-        # make build-train: build docker/Dockerfile.cpu and push it to the deployment's registry
-        built = cli("build", "--base-image", BASE_IMAGE, environ=environ)
-        assert built.status == ExitStatus.OK, built.output[-3000:]
-        pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", built.stdout).group(1)
+        # make push-train: the image built before apply goes to the registry apply created
+        pushed_now = gantry("push", *readme_args["push"], environ=environ)
+        assert pushed_now.status == ExitStatus.OK, pushed_now.output[-3000:]
+        pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", pushed_now.stdout).group(1)
         assert pushed.startswith(f"{outputs['image_repository_url']}/gantry-trainer@")
 
-        phase("built and pushed")
+        phase("pushed")
         # the VMs boot: startup script as root -> docker login with the metadata token -> agent as a unit
         nodes = twin.boot("twin")
 
         phase("both nodes booted")
         port = str(free_port())
-        started = cli("run", "--detach", "--run-id", "twin", "--config", "connect4", "--master-port", port,
+        started = gantry("run", "--detach", "--run-id", "twin", "--config", "connect4", "--master-port", port,
                       "--", *TRAINER, environ=environ)
         assert started.status == ExitStatus.OK, started.output
         wait_until(lambda: all(n.report().get("state") == "running" for n in nodes), timeout=300,
@@ -99,7 +120,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
             assert facts.stdout.split() == [pushed, "1000:1000"], facts.stdout + facts.stderr
 
         def evaluated():
-            status = cli("status", environ=environ)
+            status = gantry("status", environ=environ)
             return status if "Pons MCTS weak errors at step" in status.stdout else None
 
         status = wait_until(evaluated, timeout=600, interval=5,
@@ -109,10 +130,10 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         assert row0.split()[:4] == ["0", "gantry-node-0", "running", "twin"] and int(row0.split()[4]) > 0
         assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"]
         assert re.search(r"Begin-Hard \d+\.\d%", status.stdout) and "master: step" in status.stdout
-        assert "launch: node 0/2" in cli("logs", environ=environ).stdout
+        assert "launch: node 0/2" in gantry("logs", environ=environ).stdout
 
         # a second make run-gcp does not silently replace the run in progress
-        second = cli("run", "--detach", "--run-id", "other", environ=environ)
+        second = gantry("run", "--detach", "--run-id", "other", environ=environ)
         assert second.status == ExitStatus.ERROR and "run twin on node(s) 0, 1" in second.stderr
 
         phase("a second run-gcp was refused")
@@ -123,7 +144,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         before = steps_in(run_dir)[-1]
         nodes[1].preempt("gantry-run-twin-1")
         vms[1]["status"] = "TERMINATED"
-        healed = cli("status", environ=environ)
+        healed = gantry("status", environ=environ)
         assert healed.status == ExitStatus.OK, healed.output
         assert "Spot VM TERMINATED during run twin: starting it" in healed.stdout, healed.output
         assert fake.started == ["gantry-node-1"] and vms[1]["status"] == "RUNNING"
@@ -139,7 +160,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
 
         phase("a preempted Spot node was restarted and the run resumed")
         # make stop: both nodes stop at the same step, with a final checkpoint in the bucket
-        stopped = cli("stop", "-y", "--timeout", "300", environ=environ)
+        stopped = gantry("stop", "-y", "--timeout", "300", environ=environ)
         assert stopped.status == ExitStatus.OK, stopped.output + nodes[0].output()[-3000:]
         stopped_at = steps_in(run_dir)[-1]
         for rank, node in enumerate(nodes):
@@ -147,7 +168,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
 
         phase("stopped")
         # make fetch: checkpoints, stats and TensorBoard events, readable here
-        fetched = cli("fetch", "twin", environ=environ)
+        fetched = gantry("fetch", "twin", environ=environ)
         assert fetched.status == ExitStatus.OK, fetched.output
         local = deployment.root / "runs" / "twin"
         assert steps_in(local)[-1] == stopped_at
@@ -156,21 +177,31 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path):
         assert list((local / "tb").glob("events.out.tfevents.*")), "TensorBoard events came home"
 
         phase("fetched")
-        # make run-gcp --resume: both nodes continue from the stopped step and finish
-        resumed = cli("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
-                      "--", *TRAINER, f"--run.max_steps={stopped_at + 5}", environ=environ)
+        # make run-gcp --resume: both nodes continue from the stopped step and stop by themselves at the default time
+        # budget gantry run gives a run that sets none (the mechanism of every run; only its length is the test's)
+        monkeypatch.setattr(runs, "DEFAULT_RUN_MAX_MINUTES", 0.75)
+        resumed = gantry("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
+                         "--", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
         assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
         wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
                    what=f"the resumed run to finish; node 0 said:\n{nodes[0].output()[-3000:]}")
         assert f"at step {stopped_at} " in nodes[0].output()  # "resumed from ckpt-... at step N (...)"
-        assert steps_in(run_dir)[-1] == stopped_at + 5
-        assert f"rank 1 finished at step {stopped_at + 5}," in nodes[1].output()
-        phase("the resumed run finished on both nodes")
+        final = steps_in(run_dir)[-1]
+        assert final >= stopped_at and f"rank 1 finished at step {final}," in nodes[1].output()
+        ended = [json.loads(line) for line in (run_dir / "stats.jsonl").read_text().splitlines()]
+        assert ended[-1].get("reason") == "max_minutes", ended[-1]  # the budget ended it, not a step count
+        phase("the resumed run ended by itself at the default budget on both nodes")
 
         # make run-gcp -- -m toytrain.train: your own torchrun program on the same nodes, once the run is done
         your_own_torchrun_program(cli, twin, nodes, pushed, stack)
         phase("your own torchrun program ran on both nodes")
+
+    # every README step the twin can take, taken in the README's order (the others: NOT_IN_THE_TWIN)
+    expected = [verb for verb, _ in walkthrough if verb not in NOT_IN_THE_TWIN]
+    assert set(verb for verb, _ in walkthrough) - set(NOT_IN_THE_TWIN) == set(expected)
+    remaining = iter(ran)
+    assert all(verb in remaining for verb in expected), f"README order {expected}, the twin ran {ran}"
 
 
 def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
