@@ -1,7 +1,8 @@
-"""``python -m selfplay {train,launch,eval,arena}``: the trainer's command line.
+"""``python -m selfplay {train,launch,check,eval,arena,plot}``: the trainer's command line.
 
     python -m selfplay train --config connect4 --run.dir=runs/c4 --search.simulations=100
     NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.2 python -m selfplay launch --config connect4
+    python -m selfplay check --config connect4 --search.simulations=100   # what gantry run asks first
     python -m selfplay eval --checkpoint runs/c4 --positions 1000
     python -m selfplay arena --checkpoint runs/c4 --games 100 --baselines random,greedy,minimax5,mcts1000
 """
@@ -41,6 +42,14 @@ def resolve_config(name_or_path: str) -> Path:
 def _load(args, overrides):
     from .config import load
     return load(resolve_config(args.config), overrides)
+
+
+def cmd_check(args, overrides) -> int:
+    """The config and flags as `train` would take them, refused the same way, with nothing written or imported
+    beyond the config: what `gantry run` asks before it starts or writes to a node."""
+    cfg = _load(args, overrides)
+    print(f"config ok: {args.config} ({cfg.game.name})", flush=True)
+    return 0
 
 
 def cmd_train(args, overrides) -> int:
@@ -266,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("train", "train in this process (actors + learner); resumes run.dir's checkpoint"),
                             ("launch", ("train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
-                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)"))):
+                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)")),
+                            ("check", "check the config and flags as train would, then exit (0: fine, 2: refused)")):
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=_settings_help(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")
@@ -316,23 +326,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    from .checkpoint import CheckpointError
     from .config import ConfigError
-    from .evaluate import EvalError
-    from .plot import PlotError
     try:
-        commands = {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval, "arena": cmd_arena, "plot": cmd_plot}
+        commands = {"train": cmd_train, "launch": cmd_launch, "check": cmd_check, "eval": cmd_eval, "arena": cmd_arena,
+                    "plot": cmd_plot}
         return commands[args.command](args, overrides)
     except ConfigError as e:
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 2
-    except (CheckpointError, EvalError, PlotError, RuntimeError) as e:
+    except _failures() as e:  # evaluated only when an error gets here: `check` needs no torch and stays quick
         if getattr(args, "debug", False):
             raise
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _failures() -> tuple[type[Exception], ...]:
+    from .checkpoint import CheckpointError
+    from .evaluate import EvalError
+    from .plot import PlotError
+    return CheckpointError, EvalError, PlotError, RuntimeError
 
 
 if __name__ == "__main__":

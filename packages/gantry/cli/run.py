@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gantry import images, registry, runs
+from gantry import images, registry, runs, trainer_check
 from gantry.agent import (
     DEFAULT_MASTER_PORT,
     KIND_KEY,
@@ -82,11 +82,16 @@ def run(args, env) -> ExitStatus:
     if program is not None and args.config is not None:
         raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
                           f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
+    run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
+    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
+    # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
+    if program is None:
+        trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, [*runs.budget(trainer_args), *trainer_args])
+    elif not args.image:  # the trainer image: the laptop holds its packages; an image of your own it cannot see
+        trainer_check.check_program(program)
     cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
-    run_id = args.resume or args.run_id or runs.new_run_id()
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     check_nothing_runs(api, cluster, run_id, args, env)
-    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}"
