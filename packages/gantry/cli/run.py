@@ -58,6 +58,10 @@ examples:
 """
 
 
+# A flag gantry run does not know is most often the trainer's, given without the -- that passes it on.
+UNKNOWN_HINT = "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100"
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--config", default=None, help=f"selfplay trainer config (default: {DEFAULT_CONFIG})")
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
