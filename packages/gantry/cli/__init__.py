@@ -2,7 +2,8 @@
 
 Every verb module has NAME, HELP (one line for `gantry --help`), DESCRIPTION (what
 happens and what it costs, then examples), ``add_arguments(parser)`` and
-``run(args, env) -> ExitStatus``; UNKNOWN_HINT, if any, follows an unknown flag's usage error. Known failures are GantryError: printed as one line
+``run(args, env) -> ExitStatus``; an optional UNKNOWN_HINT ends the verb's usage error
+for a flag it does not know. Known failures are GantryError: printed as one line
 ``gantry: error: <what>. <fix>`` on stderr; ``--debug`` adds the traceback.
 """
 
