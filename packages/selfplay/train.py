@@ -73,21 +73,22 @@ def train(cfg: Config) -> int:
     stop = StopRequested()
     info = init_distributed(cfg.dist.backend, cfg.dist.timeout_s)
     try:
+        device = pick_device(cfg.run.device)  # refused before a new run's folder and stats.jsonl exist
         run_dir = RunDir(cfg.run.dir)
         if info.is_main:
             run_dir.prepare()  # writable here? then a bucket's newest checkpoint, when run.dir is gs://...
         runlog = RunLog(run_dir.local, enabled=info.is_main)
         try:
-            return _run(cfg, info, runlog, stop, run_dir)
+            return _run(cfg, info, runlog, stop, run_dir, device)
         finally:
             runlog.close()
     finally:
         close(info)
 
 
-def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir) -> int:
+def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir,
+         device: torch.device) -> int:
     game = make_game(cfg.game.name)
-    device = pick_device(cfg.run.device)
     if device.type == "xla" and info.enabled:
         raise RuntimeError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
