@@ -112,10 +112,13 @@ def cmd_launch(args, overrides) -> int:
     relay.join(timeout=30)
     # torchrun exits non-zero when it was signalled even though the ranks stopped cleanly
     if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM):
+        report.unlink(missing_ok=True)
         return 0
     if code != 0 and not relay.rank_said_why:
         print(f"selfplay: error: a rank failed without saying why (torchrun exit {code}): torchrun's report is in "
               f"{report}", file=sys.stderr, flush=True)
+    else:  # kept only where the error line names it: every other failure already said why in one line
+        report.unlink(missing_ok=True)
     return code
 
 

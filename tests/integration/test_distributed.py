@@ -135,7 +135,8 @@ def test_nccl_without_cuda_is_refused_even_for_one_process(tmp_path):
 
 
 def test_a_failing_rank_says_why_in_one_line_without_torchruns_report(tmp_path):
-    env = {**os.environ, "NPROC_PER_NODE": "2", "MASTER_PORT": str(free_port())}
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "NPROC_PER_NODE": "2", "MASTER_PORT": str(free_port()), "TMPDIR": str(tmp_path / "tmp")}
     result = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", "tictactoe",
                              "--run.dir=/proc/not-writable", "--dist.timeout_s=60"], capture_output=True, text=True,
                             env=env, timeout=300, check=False)
@@ -143,3 +144,4 @@ def test_a_failing_rank_says_why_in_one_line_without_torchruns_report(tmp_path):
     assert "selfplay: error: run.dir /proc/not-writable cannot be written" in result.stderr.splitlines()[0]
     assert "ChildFailedError" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert "OMP_NUM_THREADS" not in result.stderr
+    assert list((tmp_path / "tmp").glob("selfplay-torchrun-*.log")) == []  # the error did not name it: not kept
