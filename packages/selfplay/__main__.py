@@ -53,8 +53,11 @@ def cmd_check(args, overrides) -> int:
 
 
 def cmd_train(args, overrides) -> int:
+    cfg = _load(args, overrides)
+    if os.environ.get("RANK", "0") == "0":  # the first line: a misspelt CONFIG=/RUN_DIR= shows here, once per run
+        print(f"config {resolve_config(args.config)} ({cfg.game.name}), run dir {cfg.run.dir}", flush=True)
     from .train import train
-    train(_load(args, overrides))
+    train(cfg)
     return 0
 
 

@@ -122,6 +122,9 @@ def test_run_device_cuda_without_cuda_is_refused_before_the_run_folder_exists(tm
     assert result.stderr.strip().splitlines() == [
         "selfplay: error: run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu"]
     assert not run.exists()  # no folder and no stats.jsonl of a run that never started
+    # the first line says which config and which run dir: a misspelt make CONFIG= or RUN_DIR= shows here
+    config = Path(__file__).parents[2] / "packages" / "selfplay" / "configs" / "tictactoe.yaml"
+    assert result.stdout.splitlines()[0] == f"config {config} (tictactoe), run dir {run}"
 
 
 def test_a_checkpoint_from_before_wide_heads_and_paced_replay_is_refused_by_name_then_resumes(tmp_path):
