@@ -61,12 +61,13 @@ def test_two_nodes_train_in_step_and_rank0_checkpoint_resumes(tmp_path):
 
 
 @contextlib.contextmanager
-def two_nodes_running(run_dir):
-    """Two nodes training without a step limit; yields once rank 0 has stepped, kills whatever is left."""
+def two_nodes_running(run_dir, after: int = 0):
+    """Two nodes training without a step limit; yields once rank 0 has stepped past ``after``, kills whatever is
+    left."""
     port = free_port()
     nodes = [launch_node(r, port, run_dir, 100000) for r in (0, 1)]
     try:
-        wait_for_steps(run_dir)
+        wait_for_steps(run_dir, after=after)
         yield nodes
     finally:
         for n in nodes:
@@ -94,6 +95,26 @@ def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp
     assert nodes[0].returncode != 0
     assert "lost contact with another rank at step" in out and "start every node again to resume" in out
     assert list(run.glob("ckpt-*.pt"))
+
+
+def test_losing_rank_0_tells_rank_1_which_checkpoint_the_run_resumes_from_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    run_two_nodes(run, 10)  # rank 0 writes ckpt-000000010.pt; the next session resumes from it
+    with two_nodes_running(run, after=10) as nodes:
+        _kill_tree(nodes[0].pid)  # the master vanishes; only it writes checkpoints
+        out, _ = nodes[1].communicate(timeout=180)
+    assert nodes[1].returncode != 0
+    lines = out.strip().splitlines()
+    tail = lines[next((i for i, line in enumerate(lines) if "lost contact" in line), 0):]
+    assert len(tail) == 1, out  # the exit is the one line: no resource_tracker warnings after it
+    assert "resource_tracker" not in out and "leaked" not in out, out
+    line = tail[0]
+    assert line.startswith("selfplay: error: rank 1 lost contact with another rank at step "), line
+    # the network's words whole (Connection reset by peer, or the like), not cut mid-word
+    said = re.search(r"at step \d+ \((.*)\): the run resumes", line)
+    assert said and not said.group(1).endswith("...") and "pair.cc" not in said.group(1), line
+    assert line.endswith("the run resumes from step 10 (ckpt-000000010.pt, the newest checkpoint rank 0 reported); "
+                         "start every node again to resume"), line
 
 
 def _kill_tree(pid: int) -> None:
