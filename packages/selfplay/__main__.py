@@ -126,10 +126,15 @@ def cmd_launch(args, overrides) -> int:
 
 
 class _TorchrunRelay(threading.Thread):
-    """Passes the ranks' stderr through and files torchrun's own log lines and its closing ChildFailedError
-    report (a screen of traceback after the rank's one line that said what failed) in ``report``."""
+    """Passes the ranks' stderr through and files torchrun's own log lines, its closing ChildFailedError
+    report (a screen of traceback after the rank's one line that said what failed) and the resource
+    trackers' warnings in ``report``."""
 
     OWN_LINE = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ \S*torch/")  # torchrun's logging: W1123 08:25:02.68 7807 …/torch/…
+    # A killed rank cannot unlink its shared memory and semaphores; its multiprocessing resource tracker does,
+    # and warns about each kind in two lines ("...resource_tracker.py:254: UserWarning: resource_tracker: There
+    # appear to be 1 leaked semaphore objects ..." and the warnings.warn source line). Cleaned up, so not news.
+    TRACKER_LINE = re.compile(r"resource_tracker")
 
     def __init__(self, stream, report: Path):
         super().__init__(daemon=True)
@@ -139,7 +144,7 @@ class _TorchrunRelay(threading.Thread):
     def run(self) -> None:
         in_report, log = False, None
         for line in self.stream:
-            if in_report or self.OWN_LINE.match(line):
+            if in_report or self.OWN_LINE.match(line) or self.TRACKER_LINE.search(line):
                 in_report = in_report or "failed (exitcode" in line
                 log = log or open(self.report, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
                 log.write(line)

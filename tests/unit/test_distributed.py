@@ -14,3 +14,22 @@ def test_a_collective_error_is_quoted_by_its_first_sentence_without_gloos_source
     assert first_words(gloo) == "Read error [127.0.0.1]:61586: Connection reset by peer"
     long = "word " * 60
     assert first_words(long, 40) == "word word word word word word word word ..."
+
+
+def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_passes_the_error_line(tmp_path, capsys):
+    from selfplay.__main__ import _TorchrunRelay
+
+    tracker = [
+        ("/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
+        "be 1 leaked semaphore objects to clean up at shutdown\n"),
+        "  warnings.warn('resource_tracker: There appear to be %d '\n",
+        ("/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
+        "be 2 leaked shared_memory objects to clean up at shutdown\n"),
+        "  warnings.warn('resource_tracker: There appear to be %d '\n",
+    ]
+    error = "selfplay: error: rank 1 lost contact with another rank at step 7 (Connection reset by peer): ...\n"
+    report = tmp_path / "report.log"
+    relay = _TorchrunRelay(iter([*tracker, error]), report)
+    relay.run()
+    assert capsys.readouterr().err == error  # the exit is the one line
+    assert report.read_text() == "".join(tracker) and relay.rank_said_why
