@@ -27,7 +27,8 @@ NAME = "run"
 DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
-Start the trainer on every node of the deployment: the image is looked up in the registry first
+Start the trainer on every node of the deployment. The trainer checks its --config and the flags after --
+on this machine first (python -m selfplay check), and a refusal starts nothing; then the image is looked up in the registry
 (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
 instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
