@@ -94,7 +94,8 @@ def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp
         out, _ = nodes[0].communicate(timeout=180)
     assert nodes[0].returncode != 0
     assert "lost contact with another rank at step" in out and "start every node again to resume" in out
-    assert list(run.glob("ckpt-*.pt"))
+    written = re.search(r"the run resumes from step \d+ \((ckpt-\d{9}\.pt), written now\)", out)
+    assert written and (run / written.group(1)).is_file(), out  # rank 0 names the checkpoint it wrote
 
 
 def test_losing_rank_0_tells_rank_1_which_checkpoint_the_run_resumes_from_in_one_line(tmp_path):
