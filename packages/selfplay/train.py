@@ -214,22 +214,25 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     # all-reduce never reaches the optimizer
     save(final=True)
     if lost is not None:
-        # Only rank 0 writes checkpoints: another rank names the newest one rank 0 reported in the last agree()
-        # and does not claim one of its own.
-        if saved_step is None:
-            resumes = "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0"
-        else:
-            resumes = (f"the run resumes from step {saved_step} ({checkpoint.checkpoint_path('', saved_step).name}, "
-                       + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
-                       + "); start every node again to resume")
-        raise LostRankError(f"rank {info.rank} lost contact with another rank at step {step} "
-                            f"({first_words(str(lost))}): {resumes}")
+        raise LostRankError(lost_rank_line(info, step, str(lost), saved_step))
     # every rank prints this: identical lines across ranks prove DDP kept them in step
     checksum = sum(float(p.detach().cpu().double().sum()) for p in learner.model.parameters())  # TPUs have no f64
     played = selfplay.pool.totals()["moves"]
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
     return step
+
+
+def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None) -> str:
+    """What a rank that lost another says. Only rank 0 writes checkpoints: another rank names the newest one
+    rank 0 reported in the last agree(), or says there is none, and never claims one of its own."""
+    if saved_step is None:
+        resumes = "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0"
+    else:
+        resumes = (f"the run resumes from step {saved_step} ({checkpoint.checkpoint_path('', saved_step).name}, "
+                   + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
+                   + "); start every node again to resume")
+    return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
 
 
 def _clock(cfg: Config, step: int, elapsed_s: float, steps_per_s: float) -> dict:

@@ -1,6 +1,7 @@
 """distributed.py without a process group: what one process agrees with itself, and how a lost rank is quoted."""
 
 from selfplay.distributed import DistInfo, agree, first_words
+from selfplay.train import lost_rank_line
 
 
 def test_alone_agree_passes_its_own_answers_through_with_the_checkpoint_step():
@@ -33,3 +34,12 @@ def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_pas
     relay.run()
     assert capsys.readouterr().err == error  # the exit is the one line
     assert report.read_text() == "".join(tracker) and relay.rank_said_why
+
+
+def test_a_rank_that_loses_rank_0_before_any_checkpoint_says_there_is_none():
+    reset = "[gloo/transport/tcp/pair.cc:537] Read error [10.0.0.2]:4242: Connection reset by peer. This is ..."
+    assert lost_rank_line(DistInfo(1, 2), 37, reset, None) == (
+        "rank 1 lost contact with another rank at step 37 (Read error [10.0.0.2]:4242: Connection reset by peer): "
+        "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0")
+    assert lost_rank_line(DistInfo(0, 2), 40, "Connection closed by peer", 40).endswith(
+        ": the run resumes from step 40 (ckpt-000000040.pt, written now); start every node again to resume")
