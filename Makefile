@@ -32,6 +32,22 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
 -include mk/*.mk
 
+# Make cannot refuse a variable it does not read (`make train-local CONFG=x.yaml` trains the default config), so a
+# command-line variable that no makefile here assigns, and that no recipe's program reads from the environment,
+# gets one warning. The names are read from the makefiles themselves, so the list cannot go stale; the settings
+# it names are the ?= ones, the variables meant to be set.
+ENV_VARIABLES := TORCH_INDEX_URL TORCH_ALLOW_CUDA PIP_INDEX_URL XLA_TORCH_INDEX_URL GANTRY_BASE_IMAGE GANTRY_CACHE_DIR
+assigned = $(shell sed -nE 's/^([A-Z][A-Z0-9_]*) *$(1)=.*/\1/p' $(MAKEFILE_LIST))
+SETTINGS := $(sort $(call assigned,[?]) $(ENV_VARIABLES))
+UNKNOWN_VARIABLES := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
+UNKNOWN_VARIABLES := $(sort $(filter-out $(SETTINGS) $(call assigned,[?:+]?),$(UNKNOWN_VARIABLES)))
+ifeq ($(MAKELEVEL),0)  # a sub-make inherits the command line: warn once
+ifneq ($(UNKNOWN_VARIABLES),)
+$(shell echo "make: warning: $(UNKNOWN_VARIABLES): no makefile here reads it, so it changes nothing; check the" \
+             "spelling (the settings: $(SETTINGS))" >&2)
+endif
+endif
+
 .PHONY: help help-all install install-dev train-local eval arena plot tensorboard test test-fast bench lint clean
 
 # `make help` in the order of a user's journey; each line is the target's own `## ` comment (Makefile, mk/*.mk).
@@ -56,6 +72,7 @@ help: ## list the targets and variables
 	@echo '  ARGS="..."      extra flags for the command: ARGS="--run.max_minutes=30", ARGS=-y'
 	@echo "  RUN=RUN_ID      the cloud run make fetch copies into runs/RUN_ID"
 	@echo "  GPU=1           build-train builds the CUDA image (GPU=0: the CPU image; default: use_gpu in tfvars)"
+	@echo "  (a variable no makefile here reads, such as a misspelt one, changes nothing: make warns and names it)"
 
 help-all: help ## also the maintainers' targets: infra checks, the stand-in provider, the XLA venv
 	@echo; $(call help_group,Maintainers:,$(HELP_MAINTAINERS))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -99,6 +100,17 @@ class Cluster:
 
 def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S")
+
+
+# A run id is one folder name under gs://BUCKET/runs/ and under runs/ here: `..` or a slash would leave both.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.fullmatch(run_id):
+        raise GantryError(f"{run_id!r} is not a run id", "A run id is a folder name (letters, digits, . _ -, "
+                          "not starting with . or -), as `make run-gcp` printed it: run-YYYYmmdd-HHMMSS.")
+    return run_id
 
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
@@ -346,8 +358,8 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
 
     fs, root = fsspec.core.url_to_fs(run_url)
     if not fs.exists(root):
-        raise GantryError(f"no run at {run_url}", "List the runs with `gsutil ls gs://BUCKET/runs/`, or check "
-                          "the run id `make run-gcp` printed.")
+        raise GantryError(f"no run at {run_url}", f"List the runs with `gsutil ls {run_url.rsplit('/', 1)[0]}/`, "
+                          "or check the run id `make run-gcp` printed.")
     root = root.rstrip("/")
     copied = []
     for path, info in sorted(fs.find(root, detail=True).items()):

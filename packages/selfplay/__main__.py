@@ -1,7 +1,8 @@
-"""``python -m selfplay {train,launch,eval,arena}``: the trainer's command line.
+"""``python -m selfplay {train,launch,check,eval,arena,plot}``: the trainer's command line.
 
     python -m selfplay train --config connect4 --run.dir=runs/c4 --search.simulations=100
     NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.2 python -m selfplay launch --config connect4
+    python -m selfplay check --config connect4 --search.simulations=100   # what gantry run asks first
     python -m selfplay eval --checkpoint runs/c4 --positions 1000
     python -m selfplay arena --checkpoint runs/c4 --games 100 --baselines random,greedy,minimax5,mcts1000
 """
@@ -43,9 +44,20 @@ def _load(args, overrides):
     return load(resolve_config(args.config), overrides)
 
 
+def cmd_check(args, overrides) -> int:
+    """The config and flags as `train` would take them, refused the same way, with nothing written or imported
+    beyond the config: what `gantry run` asks before it starts or writes to a node."""
+    cfg = _load(args, overrides)
+    print(f"config ok: {args.config} ({cfg.game.name})", flush=True)
+    return 0
+
+
 def cmd_train(args, overrides) -> int:
+    cfg = _load(args, overrides)
+    if os.environ.get("RANK", "0") == "0":  # the first line: a misspelt CONFIG=/RUN_DIR= shows here, once per run
+        print(f"config {resolve_config(args.config)} ({cfg.game.name}), run dir {cfg.run.dir}", flush=True)
     from .train import train
-    train(_load(args, overrides))
+    train(cfg)
     return 0
 
 
@@ -103,18 +115,26 @@ def cmd_launch(args, overrides) -> int:
     relay.join(timeout=30)
     # torchrun exits non-zero when it was signalled even though the ranks stopped cleanly
     if signalled and code in (0, 1, -signal.SIGTERM, 128 + signal.SIGTERM):
+        report.unlink(missing_ok=True)
         return 0
     if code != 0 and not relay.rank_said_why:
         print(f"selfplay: error: a rank failed without saying why (torchrun exit {code}): torchrun's report is in "
               f"{report}", file=sys.stderr, flush=True)
+    else:  # kept only where the error line names it: every other failure already said why in one line
+        report.unlink(missing_ok=True)
     return code
 
 
 class _TorchrunRelay(threading.Thread):
-    """Passes the ranks' stderr through and files torchrun's own log lines and its closing ChildFailedError
-    report (a screen of traceback after the rank's one line that said what failed) in ``report``."""
+    """Passes the ranks' stderr through and files torchrun's own log lines, its closing ChildFailedError
+    report (a screen of traceback after the rank's one line that said what failed) and the resource
+    trackers' warnings in ``report``."""
 
     OWN_LINE = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ \S*torch/")  # torchrun's logging: W1123 08:25:02.68 7807 …/torch/…
+    # A killed rank cannot unlink its shared memory and semaphores; its multiprocessing resource tracker does,
+    # and warns about each kind in two lines ("...resource_tracker.py:254: UserWarning: resource_tracker: There
+    # appear to be 1 leaked semaphore objects ..." and the warnings.warn source line). Cleaned up, so not news.
+    TRACKER_LINE = re.compile(r"resource_tracker")
 
     def __init__(self, stream, report: Path):
         super().__init__(daemon=True)
@@ -124,7 +144,7 @@ class _TorchrunRelay(threading.Thread):
     def run(self) -> None:
         in_report, log = False, None
         for line in self.stream:
-            if in_report or self.OWN_LINE.match(line):
+            if in_report or self.OWN_LINE.match(line) or self.TRACKER_LINE.search(line):
                 in_report = in_report or "failed (exitcode" in line
                 log = log or open(self.report, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
                 log.write(line)
@@ -266,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("train", "train in this process (actors + learner); resumes run.dir's checkpoint"),
                             ("launch", ("train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, "
-                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)"))):
+                                       "NODE_RANK, MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)")),
+                            ("check", "check the config and flags as train would, then exit (0: fine, 2: refused)")):
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=_settings_help(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")
@@ -316,23 +337,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    from .checkpoint import CheckpointError
     from .config import ConfigError
-    from .evaluate import EvalError
-    from .plot import PlotError
     try:
-        commands = {"train": cmd_train, "launch": cmd_launch, "eval": cmd_eval, "arena": cmd_arena, "plot": cmd_plot}
+        commands = {"train": cmd_train, "launch": cmd_launch, "check": cmd_check, "eval": cmd_eval, "arena": cmd_arena,
+                    "plot": cmd_plot}
         return commands[args.command](args, overrides)
     except ConfigError as e:
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 2
-    except (CheckpointError, EvalError, PlotError, RuntimeError) as e:
+    except _failures() as e:  # evaluated only when an error gets here: `check` needs no torch and stays quick
         if getattr(args, "debug", False):
             raise
         print(f"selfplay: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _failures() -> tuple[type[Exception], ...]:
+    from .checkpoint import CheckpointError
+    from .evaluate import EvalError
+    from .plot import PlotError
+    return CheckpointError, EvalError, PlotError, RuntimeError
 
 
 if __name__ == "__main__":

@@ -391,6 +391,10 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
+            # PyYAML's scanner refuses a tab as "found character '\\t' that cannot start any token"
+            if mark is not None and "'\\t'" in str(getattr(e, "problem", "")):
+                raise ConfigError(f"config file {str(p)!r} has a tab{where}, column {mark.column + 1}: YAML indents "
+                                  f"with spaces only; replace the tab with spaces") from None
             raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
         data = check_shape(data, f"config file {str(p)!r}")
     merged = merge(data, check_shape(parse_overrides(list(overrides)), "the --section.key=value flags"))

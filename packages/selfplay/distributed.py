@@ -9,6 +9,7 @@ which the ranks agree that all of them have data (and whether any wants to stop)
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -72,19 +73,34 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen)
 
 
-def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device,
-          progress: float = 0.0) -> tuple[bool, bool, float]:
-    """(all ranks ready, any rank stopping, mean progress). One 3-int all-reduce; free without a process group.
+def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device, progress: float = 0.0,
+          saved_step: int | None = None) -> tuple[bool, bool, float, int | None]:
+    """(all ranks ready, any rank stopping, mean progress, rank 0's newest checkpoint step). One 4-int all-reduce;
+    free without a process group.
 
     ``progress`` (0..1 of the time budget) sets the learning rate: ranks' clocks differ slightly, and
-    one rate on every rank keeps DDP's replicas identical.
+    one rate on every rank keeps DDP's replicas identical. ``saved_step`` counts on rank 0 only, the one
+    that writes checkpoints: a rank that loses rank 0 can then say which checkpoint the run resumes from.
     """
     if not info.enabled:
-        return ready, stop, progress
-    flags = torch.tensor([0 if ready else 1, 1 if stop else 0, round(min(1.0, max(0.0, progress)) * 100_000)],
+        return ready, stop, progress, saved_step
+    saved = saved_step + 1 if info.is_main and saved_step is not None else 0  # 0: none
+    flags = torch.tensor([0 if ready else 1, 1 if stop else 0, round(min(1.0, max(0.0, progress)) * 100_000), saved],
                          dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
     dist.all_reduce(flags, op=dist.ReduceOp.SUM)
-    return int(flags[0]) == 0, int(flags[1]) > 0, int(flags[2]) / 100_000 / info.world_size
+    return (int(flags[0]) == 0, int(flags[1]) > 0, int(flags[2]) / 100_000 / info.world_size,
+            int(flags[3]) - 1 if int(flags[3]) else None)
+
+
+def first_words(text: str, limit: int = 160) -> str:
+    """What a collective's error says, for one line: its first sentence without gloo's source location
+    ("[.../pair.cc:537] Read error ...: Connection reset by peer. This is typically caused by ..."), cut at a
+    word if it is still long."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\] ", "", line).split(". ", 1)[0].rstrip(".")
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
 
 def broadcast_state(state: dict | None, info: DistInfo) -> dict | None:

@@ -30,6 +30,7 @@ from .distributed import (
     agree,
     broadcast_state,
     close,
+    first_words,
     init_distributed,
     is_collective_failure,
 )
@@ -73,21 +74,22 @@ def train(cfg: Config) -> int:
     stop = StopRequested()
     info = init_distributed(cfg.dist.backend, cfg.dist.timeout_s)
     try:
+        device = pick_device(cfg.run.device)  # refused before a new run's folder and stats.jsonl exist
         run_dir = RunDir(cfg.run.dir)
         if info.is_main:
             run_dir.prepare()  # writable here? then a bucket's newest checkpoint, when run.dir is gs://...
         runlog = RunLog(run_dir.local, enabled=info.is_main)
         try:
-            return _run(cfg, info, runlog, stop, run_dir)
+            return _run(cfg, info, runlog, stop, run_dir, device)
         finally:
             runlog.close()
     finally:
         close(info)
 
 
-def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir) -> int:
+def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_dir: RunDir,
+         device: torch.device) -> int:
     game = make_game(cfg.game.name)
-    device = pick_device(cfg.run.device)
     if device.type == "xla" and info.enabled:
         raise RuntimeError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
@@ -108,7 +110,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
                           lc.window_floor, lc.window_scale, lc.window_exponent, seed)
     counters = {"games": 0, "positions": 0, "plies": 0, "draws": 0, "actor_restarts": 0}
-    step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
+    step, saved_step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
@@ -122,11 +124,13 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     ladder = PeriodicArena(cfg, run_dir.local, info.is_main, runlog)  # eval.arena_every_minutes, off by default
 
     def save(final: bool = False) -> None:
+        nonlocal saved_step
         if not info.is_main:
             return
         payload = {**learner.state_dict(), "step": step, "config": cfg.to_dict(), "counters": counters,
                    "replay": replay.state_dict()}
         path = checkpoint.save(run_dir.local, step, payload, keep=cfg.run.keep_checkpoints)
+        saved_step = step
         try:
             run_dir.push(path, run_dir.local / "stats.jsonl")
         except OSError as e:  # the bucket is unreachable: the local copy stays, the next save retries
@@ -166,8 +170,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             elapsed = time.monotonic() - started
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
                           (cfg.run.max_minutes and elapsed >= 60 * cfg.run.max_minutes)
-            ready_step, stopping, progress = agree(has_batch, bool(stop) or bool(out_of_time), info, device,
-                                                   _time_progress(cfg, elapsed))
+            ready_step, stopping, progress, saved_step = agree(has_batch, bool(stop) or bool(out_of_time), info,
+                                                               device, _time_progress(cfg, elapsed), saved_step)
             if stopping:
                 break
             if not ready_step:
@@ -210,15 +214,25 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     # all-reduce never reaches the optimizer
     save(final=True)
     if lost is not None:
-        raise LostRankError(f"rank {info.rank} lost contact with another rank at step {step} "
-                            f"({str(lost).splitlines()[0][:160]}): the run stopped with a checkpoint; "
-                            f"start every node again to resume")
+        raise LostRankError(lost_rank_line(info, step, str(lost), saved_step))
     # every rank prints this: identical lines across ranks prove DDP kept them in step
     checksum = sum(float(p.detach().cpu().double().sum()) for p in learner.model.parameters())  # TPUs have no f64
     played = selfplay.pool.totals()["moves"]
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
     return step
+
+
+def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None) -> str:
+    """What a rank that lost another says. Only rank 0 writes checkpoints: another rank names the newest one
+    rank 0 reported in the last agree(), or says there is none, and never claims one of its own."""
+    if saved_step is None:
+        resumes = "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0"
+    else:
+        resumes = (f"the run resumes from step {saved_step} ({checkpoint.checkpoint_path('', saved_step).name}, "
+                   + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
+                   + "); start every node again to resume")
+    return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
 
 
 def _clock(cfg: Config, step: int, elapsed_s: float, steps_per_s: float) -> dict:
@@ -247,8 +261,9 @@ def _budget_progress(cfg: Config, step: int, time_progress: float) -> float | No
 
 def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learner: Learner, replay: ReplayBuffer,
             counters: dict) -> int:
-    """Rank 0 reads the newest checkpoint, then every rank starts from its weights and step; return the step."""
-    step = 0
+    """Rank 0 reads the newest checkpoint, then every rank starts from its weights and step; return the step and
+    the step of the checkpoint it came from (None for a fresh run), which every rank learns."""
+    step, saved_step = 0, None
     newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
         payload = checkpoint.load(newest)
@@ -257,14 +272,15 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
         if payload.get("replay"):
             replay.load_state_dict(payload["replay"])
         counters.update(payload.get("counters", {}))
-        step = int(payload["step"])
+        step = saved_step = int(payload["step"])
         runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
     if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
-        state = broadcast_state({**learner.state_dict(), "step": step} if info.is_main else None, info)
+        state = broadcast_state({**learner.state_dict(), "step": step, "saved_step": saved_step}
+                                if info.is_main else None, info)
         if not info.is_main:
             learner.load_state_dict(state)
-            step = int(state["step"])
-    return step
+            step, saved_step = int(state["step"]), state["saved_step"]
+    return step, saved_step
 
 
 class SelfPlay:

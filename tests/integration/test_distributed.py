@@ -61,12 +61,13 @@ def test_two_nodes_train_in_step_and_rank0_checkpoint_resumes(tmp_path):
 
 
 @contextlib.contextmanager
-def two_nodes_running(run_dir):
-    """Two nodes training without a step limit; yields once rank 0 has stepped, kills whatever is left."""
+def two_nodes_running(run_dir, after: int = 0):
+    """Two nodes training without a step limit; yields once rank 0 has stepped past ``after``, kills whatever is
+    left."""
     port = free_port()
     nodes = [launch_node(r, port, run_dir, 100000) for r in (0, 1)]
     try:
-        wait_for_steps(run_dir)
+        wait_for_steps(run_dir, after=after)
         yield nodes
     finally:
         for n in nodes:
@@ -93,7 +94,28 @@ def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp
         out, _ = nodes[0].communicate(timeout=180)
     assert nodes[0].returncode != 0
     assert "lost contact with another rank at step" in out and "start every node again to resume" in out
-    assert list(run.glob("ckpt-*.pt"))
+    written = re.search(r"the run resumes from step \d+ \((ckpt-\d{9}\.pt), written now\)", out)
+    assert written and (run / written.group(1)).is_file(), out  # rank 0 names the checkpoint it wrote
+
+
+def test_losing_rank_0_tells_rank_1_which_checkpoint_the_run_resumes_from_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    run_two_nodes(run, 10)  # rank 0 writes ckpt-000000010.pt; the next session resumes from it
+    with two_nodes_running(run, after=10) as nodes:
+        _kill_tree(nodes[0].pid)  # the master vanishes; only it writes checkpoints
+        out, _ = nodes[1].communicate(timeout=180)
+    assert nodes[1].returncode != 0
+    lines = out.strip().splitlines()
+    tail = lines[next((i for i, line in enumerate(lines) if "lost contact" in line), 0):]
+    assert len(tail) == 1, out  # the exit is the one line: no resource_tracker warnings after it
+    assert "resource_tracker" not in out and "leaked" not in out, out
+    line = tail[0]
+    assert line.startswith("selfplay: error: rank 1 lost contact with another rank at step "), line
+    # the network's words whole (Connection reset by peer, or the like), not cut mid-word
+    said = re.search(r"at step \d+ \((.*)\): the run resumes", line)
+    assert said and not said.group(1).endswith("...") and "pair.cc" not in said.group(1), line
+    assert line.endswith("the run resumes from step 10 (ckpt-000000010.pt, the newest checkpoint rank 0 reported); "
+                         "start every node again to resume"), line
 
 
 def _kill_tree(pid: int) -> None:
@@ -135,7 +157,8 @@ def test_nccl_without_cuda_is_refused_even_for_one_process(tmp_path):
 
 
 def test_a_failing_rank_says_why_in_one_line_without_torchruns_report(tmp_path):
-    env = {**os.environ, "NPROC_PER_NODE": "2", "MASTER_PORT": str(free_port())}
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "NPROC_PER_NODE": "2", "MASTER_PORT": str(free_port()), "TMPDIR": str(tmp_path / "tmp")}
     result = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", "tictactoe",
                              "--run.dir=/proc/not-writable", "--dist.timeout_s=60"], capture_output=True, text=True,
                             env=env, timeout=300, check=False)
@@ -143,3 +166,4 @@ def test_a_failing_rank_says_why_in_one_line_without_torchruns_report(tmp_path):
     assert "selfplay: error: run.dir /proc/not-writable cannot be written" in result.stderr.splitlines()[0]
     assert "ChildFailedError" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert "OMP_NUM_THREADS" not in result.stderr
+    assert list((tmp_path / "tmp").glob("selfplay-torchrun-*.log")) == []  # the error did not name it: not kept

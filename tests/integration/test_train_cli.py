@@ -113,6 +113,20 @@ def test_a_corrupt_checkpoint_is_refused_with_one_line(tmp_path):
     assert (run / "ckpt-000000010.pt").read_bytes() == b"not a checkpoint"  # nothing lost
 
 
+def test_run_device_cuda_without_cuda_is_refused_before_the_run_folder_exists(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: run.device=cuda is a valid choice here")
+    run = tmp_path / "run"
+    result = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.device=cuda", *FAST)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "selfplay: error: run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu"]
+    assert not run.exists()  # no folder and no stats.jsonl of a run that never started
+    # the first line says which config and which run dir: a misspelt make CONFIG= or RUN_DIR= shows here
+    config = Path(__file__).parents[2] / "packages" / "selfplay" / "configs" / "tictactoe.yaml"
+    assert result.stdout.splitlines()[0] == f"config {config} (tictactoe), run dir {run}"
+
+
 def test_a_checkpoint_from_before_wide_heads_and_paced_replay_is_refused_by_name_then_resumes(tmp_path):
     run = tmp_path / "run"
     narrow = ["--model.policy_filters=2", "--model.value_filters=1"]

@@ -42,6 +42,15 @@ def test_usage_errors_exit_2(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("words", [["--gpus", "2"], ["--detach", "--search.simulations=100"]])
+def test_a_flag_run_does_not_know_gets_runs_usage_and_the_hint_about_dashes(words, capsys):
+    assert main(["run", *words]) == ExitStatus.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gantry run [-h]"), err
+    assert err.splitlines()[-1] == (f"gantry run: error: unrecognized arguments: {words[-2 if words[0] == '--gpus' else -1]}"
+                                    "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100")
+
+
 def test_main_module_is_tiny():
     # a lazy import and the two failures no verb can catch: Ctrl-C, and a launcher without its cloud packages
     lines = (REPO / "packages" / "gantry" / "__main__.py").read_text().splitlines()

@@ -128,6 +128,14 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
     (["--", "-m"], "-m names no module"),
     (["--", "-m", "--steps=5"], "-m names no module"),
     (["--image", "IMAGE", "--", "-m", "mypkg.train"], "is not in the registry"),
+    (["--", "-m", "toytrain.trian"], "no module toytrain.trian in the trainer image"),
+    (["--", "-m", "mypkg.train"], "no module mypkg.train in the trainer image"),
+    # the selfplay trainer's own refusals, asked of it on the laptop (`python -m selfplay check`)
+    (["--config", "chess"], ("the trainer refuses its settings: config 'chess' is neither a file nor a packaged "
+                            "config: choose one of connect4, tictactoe")),
+    (["--", "--search.simulations=abc"], ("the trainer refuses its settings: search.simulations='abc' must be an "
+                                         "integer")),
+    (["--config", "tictactoe", "--", "--serch.simulations=5"], "the trainer refuses its settings: "),
 ])
 def test_run_refuses_a_bad_program_in_one_line_before_touching_a_node(cli, fake, world, registry, words, problem):
     words = [w.replace("IMAGE", f"{registry.host}/demo-project/gantry/mine:v1") for w in words]
@@ -284,6 +292,18 @@ def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_c
     assert "Copied 1 file(s)" in again.stdout and "stats.jsonl" in again.stdout
     missing = cli("fetch", "nope", environ=world["environ"])
     assert missing.status == ExitStatus.ERROR and "no run at file://" in missing.stderr
+    assert f"gsutil ls file://{world['bucket']}/runs/`" in missing.stderr  # the bucket itself, not BUCKET
+
+
+@pytest.mark.parametrize("run_id", ["..", ".", "../r3", "-r3"])
+def test_fetch_refuses_what_is_not_a_run_id_in_one_line(cli, world, deployment, run_id):
+    (world["bucket"] / "runs" / "r3").mkdir(parents=True)
+    result = cli("fetch", "--", run_id, environ=world["environ"])
+    assert result.status == ExitStatus.ERROR, result.output
+    assert result.stderr.splitlines() == [(f"gantry: error: {run_id!r} is not a run id. A run id is a folder name "
+                                          "(letters, digits, . _ -, not starting with . or -), as `make run-gcp` "
+                                          "printed it: run-YYYYmmdd-HHMMSS.")]
+    assert not (deployment.root / "runs").exists()
 
 
 def test_without_a_deployment_the_run_verbs_say_apply_first(cli, deployment):

@@ -50,6 +50,13 @@ def test_malformed_yaml_and_missing_file(tmp_path):
         load(listy)
 
 
+def test_a_tab_in_the_yaml_is_named_with_its_line_and_column(tmp_path):
+    tabbed = tmp_path / "tabbed.yaml"
+    tabbed.write_text("game:\n\tname: connect4\n")
+    with pytest.raises(ConfigError, match=r"has a tab at line 2, column 1: YAML indents with spaces only"):
+        load(tabbed)
+
+
 def test_cli_prints_one_line_and_exits_2_on_a_bad_config(capsys):
     assert main(["train", "--config", "connect4", "--search.c_puct=-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -47,3 +47,18 @@ def test_help_lists_the_user_groups_in_order_with_the_variables_and_no_maintaine
     for variable in ("CONFIG=", "RUN_DIR=", "ARGS=", "RUN=", "GPU="):
         assert f"  {variable}" in out
     assert set(re.findall(r"^  make (\S+)", make("help-all"), flags=re.M)) == documented_targets() - {"help"}
+
+
+@pytest.mark.parametrize("words, unknown", [(["CONFG=x.yaml"], "CONFG"), (["RUNDIR=r", "CONFG=x"], "CONFG RUNDIR"),
+                                            (["CONFIG=x.yaml", "RUN_DIR=r", "TORCH_INDEX_URL=u"], None)])
+def test_a_command_line_variable_no_makefile_reads_gets_one_warning(words, unknown):
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "train-local", *words],
+                            capture_output=True, text=True, timeout=30, check=True)
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    if unknown is None:
+        assert warnings == []
+        return
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"make: warning: {unknown}: no makefile here reads it, so it changes nothing; check the spelling (the "
+        "settings: ARGS "), warnings
+    assert " CONFIG " in warnings[0] and " RUN_DIR " in warnings[0] and " PY " not in warnings[0]

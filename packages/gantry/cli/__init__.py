@@ -2,7 +2,8 @@
 
 Every verb module has NAME, HELP (one line for `gantry --help`), DESCRIPTION (what
 happens and what it costs, then examples), ``add_arguments(parser)`` and
-``run(args, env) -> ExitStatus``. Known failures are GantryError: printed as one line
+``run(args, env) -> ExitStatus``; an optional UNKNOWN_HINT ends the verb's usage error
+for a flag it does not know. Known failures are GantryError: printed as one line
 ``gantry: error: <what>. <fix>`` on stderr; ``--debug`` adds the traceback.
 """
 
@@ -87,14 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
                                epilog=f"examples:\n{examples}" if examples else None,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         verb.add_arguments(sub)
-        sub.set_defaults(run=verb.run)
+        sub.set_defaults(run=verb.run, verb_parser=sub, unknown_hint=getattr(verb, "UNKNOWN_HINT", ""))
     return parser
 
 
 def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitStatus:
     env = env or Environment()
     try:
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:  # the verb's usage, not gantry's: the top parser would show `gantry [-h] VERB ...`
+            args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}{args.unknown_hint}")
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return ExitStatus(exit_.code or 0)
     if args.var_file is None:

@@ -28,6 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
+    runs.check_run_id(args.run_id)  # before any call: `..` would copy the bucket's runs/ folder, or nothing
     cluster, _ = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     source = cluster.run_url(args.run_id, env.environ)
     target = args.dest / args.run_id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gantry import images, registry, runs
+from gantry import images, registry, runs, trainer_check
 from gantry.agent import (
     DEFAULT_MASTER_PORT,
     KIND_KEY,
@@ -27,7 +27,8 @@ NAME = "run"
 DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
-Start the trainer on every node of the deployment: the image is looked up in the registry first
+Start the trainer on every node of the deployment. The trainer checks its --config and the flags after --
+on this machine first (python -m selfplay check), and a refusal starts nothing; then the image is looked up in the registry
 (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
 instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
@@ -58,6 +59,10 @@ examples:
 """
 
 
+# A flag gantry run does not know is most often the trainer's, given without the -- that passes it on.
+UNKNOWN_HINT = "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100"
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--config", default=None, help=f"selfplay trainer config (default: {DEFAULT_CONFIG})")
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
@@ -82,11 +87,16 @@ def run(args, env) -> ExitStatus:
     if program is not None and args.config is not None:
         raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
                           f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
+    run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
+    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
+    # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
+    if program is None:
+        trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, [*runs.budget(trainer_args), *trainer_args])
+    elif not args.image:  # the trainer image: the laptop holds its packages; an image of your own it cannot see
+        trainer_check.check_program(program)
     cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
-    run_id = args.resume or args.run_id or runs.new_run_id()
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     check_nothing_runs(api, cluster, run_id, args, env)
-    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}"

@@ -1,0 +1,45 @@
+"""distributed.py without a process group: what one process agrees with itself, and how a lost rank is quoted."""
+
+from selfplay.distributed import DistInfo, agree, first_words
+from selfplay.train import lost_rank_line
+
+
+def test_alone_agree_passes_its_own_answers_through_with_the_checkpoint_step():
+    assert agree(True, False, DistInfo(), "cpu", 0.5, 40) == (True, False, 0.5, 40)
+    assert agree(False, True, DistInfo(), "cpu")[3] is None
+
+
+def test_a_collective_error_is_quoted_by_its_first_sentence_without_gloos_source_location():
+    gloo = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:61586: "
+            "Connection reset by peer. This is typically caused by a peer process exiting early.\nmore")
+    assert first_words(gloo) == "Read error [127.0.0.1]:61586: Connection reset by peer"
+    long = "word " * 60
+    assert first_words(long, 40) == "word word word word word word word word ..."
+
+
+def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_passes_the_error_line(tmp_path, capsys):
+    from selfplay.__main__ import _TorchrunRelay
+
+    tracker = [
+        ("/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
+        "be 1 leaked semaphore objects to clean up at shutdown\n"),
+        "  warnings.warn('resource_tracker: There appear to be %d '\n",
+        ("/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
+        "be 2 leaked shared_memory objects to clean up at shutdown\n"),
+        "  warnings.warn('resource_tracker: There appear to be %d '\n",
+    ]
+    error = "selfplay: error: rank 1 lost contact with another rank at step 7 (Connection reset by peer): ...\n"
+    report = tmp_path / "report.log"
+    relay = _TorchrunRelay(iter([*tracker, error]), report)
+    relay.run()
+    assert capsys.readouterr().err == error  # the exit is the one line
+    assert report.read_text() == "".join(tracker) and relay.rank_said_why
+
+
+def test_a_rank_that_loses_rank_0_before_any_checkpoint_says_there_is_none():
+    reset = "[gloo/transport/tcp/pair.cc:537] Read error [10.0.0.2]:4242: Connection reset by peer. This is ..."
+    assert lost_rank_line(DistInfo(1, 2), 37, reset, None) == (
+        "rank 1 lost contact with another rank at step 37 (Read error [10.0.0.2]:4242: Connection reset by peer): "
+        "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0")
+    assert lost_rank_line(DistInfo(0, 2), 40, "Connection closed by peer", 40).endswith(
+        ": the run resumes from step 40 (ckpt-000000040.pt, written now); start every node again to resume")
