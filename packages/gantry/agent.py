@@ -16,8 +16,9 @@ powers off, and also once the node has been up GANTRY_MAX_RUN_HOURS (max_run_hou
 
     agent --POST v2/projects/P/locations/ZONE/nodes/NODE:stop--> tpu.googleapis.com    (P, ZONE, NODE: tpu-env)
 
-The run spec (JSON in attribute gantry-run) is ``RunSpec`` below: the launch contract, defined here
-once and imported by the launcher (gantry.runs), since this stdlib-only file is what the nodes run.
+The run spec (JSON in attribute gantry-run), the container's environment, the stats.jsonl it reads and the report
+it writes are the launch contract (launch_contract.py), which ships beside this file as metadata key
+gantry-contract: stdlib only, like this file, since both run on the VM's system Python.
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
@@ -33,12 +34,10 @@ GANTRY_AGENT_UPTIME_FILE.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import http.client
 import json
 import os
 import random
-import re
 import shlex
 import signal
 import subprocess
@@ -49,31 +48,30 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-# ---- the launch contract: the launcher (gantry.runs, gantry.cli) imports these -------------------------------
-RUN_KEY = "gantry-run"  # instance metadata key of the run spec (Terraform outputs it as run_metadata_key)
-NAMESPACE = "gantry"  # guest-attribute namespace (Terraform: guest_attribute_namespace); boot state is NAMESPACE/boot
-REPORT_KEY = "agent"  # the agent's one guest attribute, NAMESPACE/REPORT_KEY: a JSON report (Agent.report)
-DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
-ACTIVE_STATES = ("pulling", "running", "restarting", "stopping")  # a run holds the node
-DONE_STATES = ("finished", "stopped")
-STATES = ("idle", *ACTIVE_STATES, *DONE_STATES, "error", "powering-off")
-RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
-STAGING = "/runs/staging"  # the container's local copy of a bucket run dir (GANTRY_STAGING), under the mount
-# What every container gets in its environment (docker_run_args), whichever program it runs: torchrun's rendezvous
-# as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for its staged copy.
-NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"
-NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
-RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
-STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
-PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
-# The stats.jsonl a program writes under /runs is how the agent learns its progress (newest_record): the newest
-# line with "kind": TRAIN_KIND and a STEP_KEY is the step `gantry status` shows, with any REPORTED_FIGURES.
-STATS_FILE = "stats.jsonl"
-KIND_KEY, TRAIN_KIND, STEP_KEY = "kind", "train", "step"
-# The record a program writes last when it reached its budget: the run is over, and `gantry status` leaves a Spot
-# node that powered off after it alone instead of starting it to resume (gantry.runs.run_ended). selfplay writes it.
-END_KIND = "end"
-LOSS_KEY = "losses/total"
+# Beside this file on the VM (the startup script writes metadata key gantry-contract there), installed elsewhere.
+from launch_contract import (
+    ACTIVE_STATES,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NAMESPACE,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    NPROC_PER_NODE_ENV,
+    PJRT_DEVICE_ENV,
+    REPORT_KEY,
+    REPORTED_FIGURES,
+    RUN_DIR_ENV,
+    RUN_KEY,
+    STAGING,
+    STAGING_ENV,
+    STEP_KEY,
+    Report,
+    RunSpec,
+    State,
+    console_log_url,
+    newest_record,
+)
+
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
 # peer, billing all the while. 30 min is well past what a peer needs to come back on its own or by `make run-gcp`
@@ -81,8 +79,6 @@ LOSS_KEY = "losses/total"
 # from max_run_hours to half an hour. A stopped node keeps its disk; `make status` / `make run-gcp` start it again.
 CRASH_LOOP_ENV = "GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES"
 CRASH_LOOP_SHUTDOWN_MINUTES = 30.0  # 0 = never
-# A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
-CONSOLE_LOG = "logs/node-{rank}.log"
 # Cloud TPU puts this instance attribute on its VMs (torch_xla reads the TPU's topology from it): how the agent
 # knows it runs on a TPU VM before any TPU run spec arrives.
 TPU_ENV_ATTRIBUTE = "tpu-env"
@@ -98,91 +94,6 @@ TPU_PROJECT_KEY, TPU_ZONE_KEY, TPU_NODE_KEY = "CONSUMER_PROJECT_ID", "ZONE", "NO
 MAX_RUN_HOURS_ENV = "GANTRY_MAX_RUN_HOURS"
 # What the node's service account needs to stop its own TPU node (infra/iam.tf grants these when use_tpu).
 TPU_STOP_PERMISSION = "tpu.nodes.stop"
-
-
-def console_log_url(run_dir: str, rank: int) -> str:
-    return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """What one node runs: the same run and trainer flags on every node, each node its rank.
-
-    ``launched_at`` is a launch's identity: the same run resumed is a new launch the agent acts on."""
-
-    run_id: str
-    image: str  # a digest-pinned reference: every node runs the same bits
-    node_rank: int
-    nnodes: int
-    master_addr: str
-    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS), or with torchrun
-    # the program: `-m MODULE ARGS` or `SCRIPT ARGS`
-    master_port: int = DEFAULT_MASTER_PORT
-    nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
-    gpu: bool = False
-    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (TPU_RUN_ARGS) and PJRT_DEVICE=TPU
-    action: str = "start"  # start | stop
-    launched_at: str = ""
-    run_dir: str = ""  # the run's directory (GANTRY_RUN_DIR): gs://BUCKET/runs/RUN_ID
-    # True: the container runs `torchrun RENDEZVOUS ARGS` (torchrun_args), not the image's entry point: your own
-    # trainer, from your image or a package under packages/ in the trainer image.
-    torchrun: bool = False
-
-    def __post_init__(self):
-        if not RUN_ID.fullmatch(str(self.run_id)):
-            raise ValueError(f"run_id {self.run_id!r} (lowercase letters, digits, . _ -; at most 63)")
-        if self.action not in ("start", "stop"):
-            raise ValueError(f"action {self.action!r} (start or stop)")
-        if not 0 <= int(self.node_rank) < int(self.nnodes):
-            raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
-        if self.torchrun and not self.args:
-            raise ValueError("torchrun with no program (args: -m MODULE ARGS or SCRIPT ARGS)")
-        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
-
-    @property
-    def launch_id(self) -> str:
-        return f"{self.run_id}@{self.launched_at}"
-
-    @property
-    def container(self) -> str:
-        """The container's name: one per run and node, so nodes sharing an engine never collide."""
-        return f"gantry-run-{self.run_id}-{self.node_rank}"
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, raw: str) -> RunSpec:
-        """The spec from the metadata value; ValueError names what is wrong."""
-        try:
-            data = json.loads(raw)
-            fields = {f.name for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in fields and v is not None})
-        except (TypeError, AttributeError) as exc:
-            raise ValueError(str(exc)) from None
-
-
-def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
-    """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the trainer's own
-    output: selfplay.stats.RunLog writes train records every few seconds, eval records beside them)."""
-    files = glob.glob(os.path.join(folder, "**", STATS_FILE), recursive=True)
-    if not files:
-        return None
-    try:
-        with open(max(files, key=os.path.getmtime), "rb") as stats:
-            stats.seek(0, os.SEEK_END)
-            stats.seek(max(0, stats.tell() - 16384))
-            lines = stats.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # the first line of the tail, cut in half, or a line being written
-        if isinstance(record, dict) and record.get(KIND_KEY) == kind and STEP_KEY in record:
-            return record
-    return None
 
 
 class Settings:
@@ -367,7 +278,7 @@ class Agent:
         self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
         self.etag = ""
         self.spec = None
-        self.state, self.detail = "idle", ""
+        self.state, self.detail = State.IDLE, ""
         self.step, self.figures = None, {}
         self.container = None  # name of the container this agent started or adopted
         self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
@@ -449,9 +360,9 @@ class Agent:
             if name and self.container_status(name)[0] == "running":
                 self.stop_container(name, "the run spec says stop" if spec else "no run spec")
             if spec is not None:
-                self.set_state("stopped", f"run {spec.run_id} stopped")
-            elif self.state not in ("idle", "powering-off"):
-                self.set_state("idle", "")
+                self.set_state(State.STOPPED, f"run {spec.run_id} stopped")
+            elif self.state not in (State.IDLE, State.POWERING_OFF):
+                self.set_state(State.IDLE, "")
             return
         name = spec.container
         if self.container and self.container != name and self.container_status(self.container)[0] == "running":
@@ -461,20 +372,20 @@ class Agent:
             self.launch, self.crashes, self.next_start = spec.launch_id, 0, 0.0
             self.loop_since = None
         if spec.launch_id in self.load_finished():
-            self.set_state("finished", f"run {spec.run_id} finished")
+            self.set_state(State.FINISHED, f"run {spec.run_id} finished")
             return
         status, code = self.container_status(name)
         if status == "running":
             self.seen_running.add(name)
             self.ensure_follower(name)
-            self.set_state("running", "")
+            self.set_state(State.RUNNING, "")
             return
         if status == "exited" and name in self.seen_running:
             self.seen_running.discard(name)
             if code == 0:
                 self.log(f"run {spec.run_id} finished (trainer exited 0)")
                 self.save_finished(spec.launch_id)
-                self.set_state("finished", f"run {spec.run_id} finished")
+                self.set_state(State.FINISHED, f"run {spec.run_id} finished")
                 return
             self.crashes += 1
             delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
@@ -483,7 +394,7 @@ class Agent:
             if self.loop_since is None or now - self.started_at >= self.s.crash_loop_minutes * 60:
                 self.loop_since, self.loop_step = now, self.step  # a container that lived that long was no loop
             self.log(f"trainer exited with code {code}; restart {self.crashes} in {delay:.0f} s")
-            self.set_state("restarting", f"trainer exited with code {code}")
+            self.set_state(State.RESTARTING, f"trainer exited with code {code}")
         if time.monotonic() < self.next_start:
             return
         # Not running: never started, crashed, or left over from before a reboot or preemption.
@@ -507,7 +418,7 @@ class Agent:
 
     def start_container(self, spec: RunSpec) -> None:
         self.open_console(spec)
-        self.set_state("pulling", spec.image)
+        self.set_state(State.PULLING, spec.image)
         self.publish()
         try:
             self.login()
@@ -520,14 +431,14 @@ class Agent:
             delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
             self.next_start = time.monotonic() + delay
             self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
-            self.set_state("error", str(exc)[:200])
+            self.set_state(State.ERROR, str(exc)[:200])
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
         self.seen_running.add(spec.container)
         self.started_at = time.monotonic()
         self.step, self.figures = None, {}
         self.ensure_follower(spec.container, fresh=True)
-        self.set_state("running", "")
+        self.set_state(State.RUNNING, "")
 
     def prepare_run_folder(self, spec: RunSpec) -> None:
         """Make the run folder writable for the image's user: the agent is root, the trainer is not.
@@ -565,7 +476,7 @@ class Agent:
 
     def stop_container(self, name: str, why: str) -> None:
         self.log(f"stopping {name} ({why}); the trainer checkpoints on SIGTERM")
-        self.set_state("stopping", why)
+        self.set_state(State.STOPPING, why)
         self.publish()
         self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
         self.docker("stop", "-t", str(self.s.stop_grace_seconds), name, timeout=self.s.stop_grace_seconds + 60)
@@ -618,19 +529,19 @@ class Agent:
             self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
-    def set_state(self, state: str, detail: str) -> None:
+    def set_state(self, state: State, detail: str) -> None:
         if (state, detail) != (self.state, self.detail):
             self.log(f"state {state}" + (f": {detail}" if detail else ""))
         self.state, self.detail = state, detail
-        if state in ("running", "pulling", "restarting", "stopping"):
+        if state in ACTIVE_STATES:
             self.idle_since = None
         elif self.idle_since is None:
             self.idle_since = time.monotonic()
 
-    def report(self) -> dict:
+    def report(self) -> Report:
         spec = self.spec
-        return {"state": self.state, "run": spec.run_id if spec else "", "node_rank": spec.node_rank if spec else None,
-                "step": self.step, "figures": self.figures, "detail": self.detail}
+        return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
+                      step=self.step, figures=self.figures, detail=self.detail)
 
     def publish(self) -> None:
         report = self.report()
@@ -641,7 +552,7 @@ class Agent:
             return  # the next loop tries again: the newest report wins, none queue up
         try:
             self.metadata.put_guest_attribute(self.s.namespace, REPORT_KEY,
-                                              json.dumps({**report, "heartbeat": int(time.time())}))
+                                              dataclasses.replace(report, heartbeat=int(time.time())).to_json())
             self.published, self.published_at = report, time.monotonic()
         except MetadataError as exc:
             self.log(f"could not write guest attribute {self.s.namespace}/{REPORT_KEY}: {exc}")
@@ -711,7 +622,7 @@ class Agent:
 
     def announce_stop(self, why: str) -> None:
         """Report powering-off at once (not at the next report's turn): it may be the node's last word."""
-        self.set_state("powering-off", why)
+        self.set_state(State.POWERING_OFF, why)
         self.published_at = 0.0
         self.publish()
 
@@ -744,7 +655,7 @@ class Agent:
         line = (f"could not stop TPU node {node or '(unknown)'}: {cause}; `make stop` stops it meanwhile; "
                 f"retrying in {self.s.stop_retry_seconds:.0f} s")
         self.log(" ".join(line.split()))  # one line, whatever Google's message holds
-        self.set_state("error", f"could not stop the TPU node: {' '.join(cause.split())}"[:200])
+        self.set_state(State.ERROR, f"could not stop the TPU node: {' '.join(cause.split())}"[:200])
 
     def tpu_node(self) -> str:
         """projects/P/locations/ZONE/nodes/NODE of this TPU VM, from tpu-env, else the metadata server's project and
@@ -780,12 +691,6 @@ class Agent:
             os.replace(self.finished_file + ".tmp", self.finished_file)
         except OSError as exc:
             self.log(f"could not record the finished run in {self.finished_file}: {exc}")
-
-
-# The stats.jsonl keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how
-# `gantry status` shows each.
-REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
-                    "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
 
 
 def parse_tpu_env(text: str) -> dict:

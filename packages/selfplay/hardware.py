@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from launch_contract import LOCAL_RANK_ENV
 
 
 def _cgroup_cpu_limit() -> float | None:
@@ -186,7 +187,7 @@ def pick_device(requested: str) -> torch.device:
     if requested == "cuda" and not cuda_usable():
         raise RuntimeError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
     if requested == "cuda" or (requested == "auto" and cuda_usable()):
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cuda", int(os.environ.get(LOCAL_RANK_ENV, "0")))
     if requested == "xla" or (requested == "auto" and xla_requested()):
         return xla_device()
     return torch.device("cpu")

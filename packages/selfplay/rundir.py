@@ -16,7 +16,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from gantry.agent import STAGING_ENV
+from launch_contract import STAGING_ENV, STATS_FILE
 
 from . import checkpoint
 
@@ -80,7 +80,7 @@ class RunDir:
         self.local.mkdir(parents=True, exist_ok=True)
         names = sorted(Path(p).name for p in self.fs.ls(self.root, detail=False))
         ckpts = [n for n in names if checkpoint.NAME.match(n)]
-        wanted = ckpts[-1:] + [n for n in ("stats.jsonl",) if n in names]
+        wanted = ckpts[-1:] + [n for n in (STATS_FILE,) if n in names]
         for name in wanted:
             target = self.local / name
             if not target.exists():

@@ -8,6 +8,11 @@ output "agent_metadata_key" {
   value       = local.agent_metadata_key
 }
 
+output "contract_metadata_key" {
+  description = "Instance metadata key whose value is the launch contract's Python source (the agent imports it)."
+  value       = local.contract_metadata_key
+}
+
 output "agent_path" {
   description = "Where the startup script installs the agent on the VM."
   value       = local.agent_path

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from gantry import images, registry, runs
-from gantry.agent import (
+from launch_contract import (
+    DEFAULT_CONFIG,
     DEFAULT_MASTER_PORT,
     KIND_KEY,
     MASTER_ADDR_ENV,
@@ -18,13 +18,14 @@ from gantry.agent import (
     STEP_KEY,
     TRAIN_KIND,
 )
+
+from gantry import images, registry, runs
 from gantry.cli.follow import follow
 from gantry.config import RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "run"
-DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
 Start the trainer on every node of the deployment: the image is looked up in the registry first
@@ -118,7 +119,7 @@ def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:
     if not active or args.replace:
         return
     held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in nodes)}"
-                     + (f" at step {nodes[0].report['step']}" if nodes[0].report.get("step") is not None else "")
+                     + (f" at step {nodes[0].report.step}" if nodes[0].report.step is not None else "")
                      for rid, nodes in sorted(active.items()))
     question = f"Run {held} is in progress. Stop it (final checkpoint) and start {run_id}?"
     if env.stdin.isatty() and env.confirm(question):

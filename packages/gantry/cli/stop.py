@@ -6,8 +6,9 @@ import dataclasses
 import time
 from pathlib import Path
 
+from launch_contract import DONE_STATES, State
+
 from gantry import config, runs
-from gantry.agent import DONE_STATES
 from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
@@ -73,8 +74,8 @@ def run(args, env) -> ExitStatus:
     while pending and time.monotonic() < deadline:
         for node in list(pending):
             status = api.node_status(node)
-            if not status.up or status.report.get("state") in (*DONE_STATES, "idle"):
-                step = status.report.get("step")
+            if not status.up or status.report.state in (*DONE_STATES, State.IDLE):
+                step = status.report.step
                 env.say(f"  node {node.rank} {node.name}: {status.state}" + (f" at step {step}" if step else ""))
                 del pending[node]
         if pending:
