@@ -271,6 +271,124 @@ class ConsoleLog:
             response.read()
 
 
+# ---- the decision: what to do about the run, from what the node observes (pure: no clock, docker or network) --------
+def backoff(crashes: int, restart_seconds: float) -> float:
+    """Seconds before the next start after ``crashes`` failed ones in a row: doubling from restart_seconds, capped at
+    5 minutes (a registry or peer that is down comes back on its own)."""
+    return min(300.0, restart_seconds * 2 ** (crashes - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """What the agent remembers between loops about the run it holds (Agent.memory / Agent.remember)."""
+
+    state: State = State.IDLE
+    container: str | None = None  # the container this agent started or adopted
+    launch: str = ""  # the launch (RunSpec.launch_id) the counters below belong to
+    crashes: int = 0  # failed starts and non-zero exits of this launch in a row
+    next_start: float = 0.0  # monotonic seconds before which nothing is started (backoff)
+    seen_running: frozenset = frozenset()  # containers seen running by this process: their exit 0 means "finished"
+    # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping), the step
+    # at that moment, and when the current container started.
+    loop_since: float | None = None
+    loop_step: int | None = None
+    started_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the node looks like on one loop: the spec, the clock, docker's view of the containers involved."""
+
+    spec: RunSpec | None
+    now: float  # monotonic seconds
+    statuses: dict  # container name -> (docker status: running | exited | missing | ..., exit code or None)
+    finished: bool = False  # the spec's launch already finished on this node (finished-launches.json)
+    step: int | None = None  # the run's newest training step
+    halted: bool = False  # powered off or past max_run_hours: nothing may start
+
+    def status(self, name: str | None) -> tuple:
+        return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
+
+
+# The actions ``decide`` asks for, carried out in order by Agent.act.
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    container: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    spec: RunSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Follow:
+    container: str  # copy its output to the serial port (and the bucket on a TPU VM), unless already copying
+
+
+@dataclasses.dataclass(frozen=True)
+class SetState:
+    state: State
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    spec: RunSpec  # its launch exited 0: recorded, so a restarted agent does not run it again
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    message: str
+
+
+def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes: float) -> tuple[Memory, list]:
+    """The next memory and the actions to take: start the spec's container when it is not running (after the
+    backoff), stop it when the spec says stop or a new run replaces it, record an exit 0 as finished, count a
+    non-zero exit as a crash (and the start of a crash loop unless the container lived crash_loop_minutes)."""
+    if o.halted:
+        return m, []  # going down (or due to): starting a trainer now would only be killed
+    spec, actions = o.spec, []
+    if spec is None or spec.action == "stop":
+        name = spec.container if spec else m.container
+        if name and o.status(name)[0] == "running":
+            actions.append(Stop(name, "the run spec says stop" if spec else "no run spec"))
+        if spec is not None:
+            actions.append(SetState(State.STOPPED, f"run {spec.run_id} stopped"))
+        elif m.state not in (State.IDLE, State.POWERING_OFF):
+            actions.append(SetState(State.IDLE, ""))
+        return dataclasses.replace(m, loop_since=None), actions
+    name = spec.container
+    if m.container and m.container != name and o.status(m.container)[0] == "running":
+        actions.append(Stop(m.container, f"a new run {spec.run_id} replaces it"))
+    m = dataclasses.replace(m, container=name)
+    if spec.launch_id != m.launch:
+        m = dataclasses.replace(m, launch=spec.launch_id, crashes=0, next_start=0.0, loop_since=None)
+    if o.finished:
+        return m, [*actions, SetState(State.FINISHED, f"run {spec.run_id} finished")]
+    status, code = o.status(name)
+    if status == "running":
+        m = dataclasses.replace(m, seen_running=m.seen_running | {name})
+        return m, [*actions, Follow(name), SetState(State.RUNNING, "")]
+    if status == "exited" and name in m.seen_running:
+        m = dataclasses.replace(m, seen_running=m.seen_running - {name})
+        if code == 0:
+            return m, [*actions, Log(f"run {spec.run_id} finished (trainer exited 0)"), Finished(spec),
+                       SetState(State.FINISHED, f"run {spec.run_id} finished")]
+        crashes = m.crashes + 1
+        delay = backoff(crashes, restart_seconds)
+        m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
+        if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
+            m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+        actions += [Log(f"trainer exited with code {code}; restart {crashes} in {delay:.0f} s"),
+                    SetState(State.RESTARTING, f"trainer exited with code {code}")]
+    if o.now < m.next_start:
+        return m, actions
+    # Not running: never started, crashed, or left over from before a reboot or preemption.
+    return m, [*actions, Start(spec)]
+
+
 class Agent:
     def __init__(self, settings: Settings):
         self.s = settings
@@ -351,54 +469,42 @@ class Agent:
                 time.sleep(1.0)
 
     def reconcile(self) -> None:
-        if self.powered_off or self.out_of_time:
-            return  # going down (or due to): starting a trainer now would only be killed
-        spec = self.spec
-        if spec is None or spec.action == "stop":
-            self.loop_since = None
-            name = spec.container if spec else self.container
-            if name and self.container_status(name)[0] == "running":
-                self.stop_container(name, "the run spec says stop" if spec else "no run spec")
-            if spec is not None:
-                self.set_state(State.STOPPED, f"run {spec.run_id} stopped")
-            elif self.state not in (State.IDLE, State.POWERING_OFF):
-                self.set_state(State.IDLE, "")
-            return
-        name = spec.container
-        if self.container and self.container != name and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, f"a new run {spec.run_id} replaces it")
-        self.container = name
-        if spec.launch_id != self.launch:
-            self.launch, self.crashes, self.next_start = spec.launch_id, 0, 0.0
-            self.loop_since = None
-        if spec.launch_id in self.load_finished():
-            self.set_state(State.FINISHED, f"run {spec.run_id} finished")
-            return
-        status, code = self.container_status(name)
-        if status == "running":
-            self.seen_running.add(name)
-            self.ensure_follower(name)
-            self.set_state(State.RUNNING, "")
-            return
-        if status == "exited" and name in self.seen_running:
-            self.seen_running.discard(name)
-            if code == 0:
-                self.log(f"run {spec.run_id} finished (trainer exited 0)")
-                self.save_finished(spec.launch_id)
-                self.set_state(State.FINISHED, f"run {spec.run_id} finished")
-                return
-            self.crashes += 1
-            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
-            self.next_start = time.monotonic() + delay
-            now = time.monotonic()
-            if self.loop_since is None or now - self.started_at >= self.s.crash_loop_minutes * 60:
-                self.loop_since, self.loop_step = now, self.step  # a container that lived that long was no loop
-            self.log(f"trainer exited with code {code}; restart {self.crashes} in {delay:.0f} s")
-            self.set_state(State.RESTARTING, f"trainer exited with code {code}")
-        if time.monotonic() < self.next_start:
-            return
-        # Not running: never started, crashed, or left over from before a reboot or preemption.
-        self.start_container(spec)
+        """Observe, decide (``decide``), act."""
+        spec, halted = self.spec, self.powered_off or self.out_of_time
+        names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
+        observed = Observation(
+            spec=spec, now=time.monotonic(), statuses={name: self.container_status(name) for name in names},
+            finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
+            step=self.step, halted=halted)
+        memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
+        self.remember(memory)
+        for action in actions:
+            self.act(action)
+
+    def memory(self) -> Memory:
+        return Memory(self.state, self.container, self.launch, self.crashes, self.next_start,
+                      frozenset(self.seen_running), self.loop_since, self.loop_step, self.started_at)
+
+    def remember(self, m: Memory) -> None:
+        self.container, self.launch, self.crashes, self.next_start = m.container, m.launch, m.crashes, m.next_start
+        self.seen_running = set(m.seen_running)
+        self.loop_since, self.loop_step, self.started_at = m.loop_since, m.loop_step, m.started_at
+
+    def act(self, action) -> None:
+        if isinstance(action, Stop):
+            self.stop_container(action.container, action.why)
+        elif isinstance(action, Start):
+            self.start_container(action.spec)
+        elif isinstance(action, Follow):
+            self.ensure_follower(action.container)
+        elif isinstance(action, SetState):
+            self.set_state(action.state, action.detail)
+        elif isinstance(action, Finished):
+            self.save_finished(action.spec.launch_id)
+        elif isinstance(action, Log):
+            self.log(action.message)
+        else:
+            raise TypeError(f"no such action: {action!r}")
 
     # ---- the container ----
     def docker(self, *args, input_text=None, timeout=120):
@@ -428,7 +534,7 @@ class Agent:
             self.run_docker_checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
         except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
             self.crashes += 1
-            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
+            delay = backoff(self.crashes, self.s.restart_seconds)
             self.next_start = time.monotonic() + delay
             self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
             self.set_state(State.ERROR, str(exc)[:200])
