@@ -389,6 +389,27 @@ def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes
     return m, [*actions, Start(spec)]
 
 
+def power_off_due(now: float, *, idle_since: float | None, idle_minutes: float, loop_since: float | None,
+                  crash_loop_minutes: float, uptime_s: float | None, max_run_hours: float) -> tuple[str, float] | None:
+    """Whether this node should stop billing now, and why: ("idle", seconds without a run), ("crash-loop", seconds
+    crash-looping without a new step) or ("max-run", seconds up, on a TPU VM only: uptime_s is None elsewhere).
+    A limit of 0 is never; the first due wins."""
+    if idle_minutes > 0 and idle_since is not None and now - idle_since >= idle_minutes * 60:
+        return "idle", now - idle_since
+    if crash_loop_minutes > 0 and loop_since is not None and now - loop_since >= crash_loop_minutes * 60:
+        return "crash-loop", now - loop_since
+    if max_run_hours > 0 and uptime_s is not None and uptime_s >= max_run_hours * 3600:
+        return "max-run", uptime_s
+    return None
+
+
+def after_progress(m: Memory, step: int | None) -> Memory:
+    """A new training step since the crash that began a crash loop is progress: the loop is over."""
+    if m.loop_since is not None and step != m.loop_step:
+        return dataclasses.replace(m, loop_since=None)
+    return m
+
+
 class Agent:
     def __init__(self, settings: Settings):
         self.s = settings
@@ -461,9 +482,7 @@ class Agent:
             if self.console:
                 self.console.flush()
             if time.monotonic() >= self.next_stop_try:
-                self.check_idle()
-                self.check_crash_loop()
-                self.check_max_run()
+                self.check_power_off()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
             if self.etag == previous and time.monotonic() - started < 1.0:
                 time.sleep(1.0)
@@ -630,8 +649,7 @@ class Agent:
         record = newest_record(self.run_folder(self.spec))
         if record is not None:
             self.step = int(record[STEP_KEY])
-            if self.loop_since is not None and self.step != self.loop_step:
-                self.loop_since = None  # a new training step since the crash: progress, not a loop
+            self.remember(after_progress(self.memory(), self.step))
             self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
@@ -663,44 +681,36 @@ class Agent:
         except MetadataError as exc:
             self.log(f"could not write guest attribute {self.s.namespace}/{REPORT_KEY}: {exc}")
 
-    def check_idle(self) -> None:
-        if self.s.idle_minutes <= 0 or self.idle_since is None or self.powered_off:
+    def check_power_off(self) -> None:
+        """Stop billing for a node without a run for idle_minutes, crash-looping for crash_loop_minutes (a Spot peer
+        preempted: the run spec stays, starting the node resumes the run), or, on a TPU VM, up for max_run_hours
+        (GCE enforces that itself on a VM; Cloud TPU has no such limit): the trainer first checkpoints (SIGTERM)."""
+        if self.powered_off:
             return
-        idle_for = time.monotonic() - self.idle_since
-        if idle_for < self.s.idle_minutes * 60:
+        tpu_limit = self.on_tpu and self.s.max_run_hours > 0
+        due = power_off_due(time.monotonic(), idle_since=self.idle_since, idle_minutes=self.s.idle_minutes,
+                            loop_since=self.loop_since, crash_loop_minutes=self.s.crash_loop_minutes,
+                            uptime_s=self.uptime() if tpu_limit else None, max_run_hours=self.s.max_run_hours)
+        if due is None:
             return
-        self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)")
-
-    def check_crash_loop(self) -> None:
-        """Power off a node whose trainer keeps failing without a new step (a Spot peer preempted): it would
-        otherwise bill until max_run_hours. The run spec stays; starting the node resumes the run."""
-        if self.s.crash_loop_minutes <= 0 or self.loop_since is None or self.powered_off:
-            return
-        looping_for = time.monotonic() - self.loop_since
-        if looping_for < self.s.crash_loop_minutes * 60:
-            return
-        if self.container and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, "crash loop: powering off")
-        why = (f"trainer crash-looping for {looping_for / 60:.1f} min without a new step, {self.crashes} restarts "
-               f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
-               f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
-        self.power_off(why)
-
-    def check_max_run(self) -> None:
-        """On a TPU VM up for max_run_hours: checkpoint the trainer (SIGTERM), then stop the node. GCE does this
-        itself on a VM (max_run_duration); Cloud TPU has no such limit, so without this a forgotten TPU bills on."""
-        if not self.on_tpu or self.s.max_run_hours <= 0 or self.powered_off:
-            return
-        up_for = self.uptime()
-        if up_for < self.s.max_run_hours * 3600:
-            return
-        self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
-        if self.container and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, "max_run_hours: stopping the TPU node")
+        why, seconds = due
         run = self.spec.run_id if self.spec else "RUN_ID"
-        why = (f"the node has been up {up_for / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
-               f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and resumes the run")
-        self.power_off(why)
+        if why == "idle":
+            self.power_off(f"no run for {seconds / 60:.1f} min (idle_shutdown_minutes)")
+            return
+        if why == "max-run":
+            self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
+        if self.container and self.container_status(self.container)[0] == "running":
+            self.stop_container(self.container, "crash loop: powering off" if why == "crash-loop"
+                                else "max_run_hours: stopping the TPU node")
+        if why == "crash-loop":
+            self.power_off(f"trainer crash-looping for {seconds / 60:.1f} min without a new step, {self.crashes} "
+                           f"restarts ({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run "
+                           f"resumes, else `make run-gcp ARGS=\"--resume {run}\"`")
+        else:
+            self.power_off(f"the node has been up {seconds / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
+                           f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and "
+                           "resumes the run")
 
     def uptime(self) -> float:
         """Seconds since the host booted: a stopped TPU node started again gets its whole max_run_hours anew, and a

@@ -3,7 +3,20 @@ the test holds. No process, docker or sleep: tests/launcher/test_agent.py runs t
 
 from dataclasses import replace
 
-from gantry.agent import Finished, Follow, Log, Memory, Observation, SetState, Start, Stop, backoff, decide
+from gantry.agent import (
+    Finished,
+    Follow,
+    Log,
+    Memory,
+    Observation,
+    SetState,
+    Start,
+    Stop,
+    after_progress,
+    backoff,
+    decide,
+    power_off_due,
+)
 from launch_contract import RunSpec, State
 
 RESTART_S, LOOP_MIN = 10.0, 30.0
@@ -116,3 +129,34 @@ def test_a_new_run_replaces_the_running_one():
 
 def test_a_halted_node_starts_nothing():
     assert step(Memory(), now=0.0, run=spec(), halted=True) == (Memory(), [])
+
+
+def due(now, idle_since=None, loop_since=None, uptime_s=None, idle_minutes=0.0, crash_loop_minutes=LOOP_MIN,
+        max_run_hours=0.0):
+    return power_off_due(now, idle_since=idle_since, idle_minutes=idle_minutes, loop_since=loop_since,
+                         crash_loop_minutes=crash_loop_minutes, uptime_s=uptime_s, max_run_hours=max_run_hours)
+
+
+def test_an_idle_node_powers_off_after_idle_minutes_and_a_running_one_never():
+    assert due(now=179.0, idle_since=0.0, idle_minutes=3) is None
+    assert due(now=180.0, idle_since=0.0, idle_minutes=3) == ("idle", 180.0)
+    assert due(now=1e6, idle_since=None, idle_minutes=3) is None  # a run holds the node: idle_since is None
+    assert due(now=1e6, idle_since=0.0, idle_minutes=0) is None  # 0 = never
+
+
+def test_a_crash_loop_powers_off_after_its_limit_unless_a_new_step_ended_it():
+    looping = Memory(loop_since=100.0, loop_step=3)
+    assert due(now=100.0 + LOOP_MIN * 60 - 1, loop_since=looping.loop_since) is None
+    assert due(now=100.0 + LOOP_MIN * 60, loop_since=looping.loop_since) == ("crash-loop", LOOP_MIN * 60)
+    # the restarted trainer shows a step past the one it crashed at: progress, so the loop is over and nothing is due
+    trained_on = after_progress(looping, step=4)
+    assert trained_on.loop_since is None and due(now=1e6, loop_since=trained_on.loop_since) is None
+    assert after_progress(looping, step=3) == looping  # the same step again: still looping
+    assert due(now=1e6, loop_since=0.0, crash_loop_minutes=0) is None  # 0 = never
+
+
+def test_max_run_hours_is_enforced_only_where_the_uptime_is_given_a_tpu_vm():
+    assert due(now=0.0, uptime_s=2 * 3600 - 1, max_run_hours=2) is None
+    assert due(now=0.0, uptime_s=2 * 3600, max_run_hours=2) == ("max-run", 7200)
+    assert due(now=0.0, uptime_s=None, max_run_hours=2) is None  # a VM: GCE's max_run_duration enforces it
+    assert due(now=0.0, uptime_s=1e9, max_run_hours=0) is None
