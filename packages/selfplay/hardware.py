@@ -93,10 +93,6 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def cpu_has_amx() -> bool:
-    return "amx_bf16" in _cpu_flags()
-
-
 def cpu_has_native_bf16() -> bool:
     """AMX or AVX512-BF16: bf16 matrix instructions, so bf16 convolutions run ~2.5x faster than fp32."""
     return bool({"amx_bf16", "avx512_bf16"} & _cpu_flags())

@@ -58,7 +58,7 @@ run "contract_outputs" {
   }
 
   assert {
-    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && output.agent_path == "/opt/gantry/agent.py"
+    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && strcontains(output.script, "readonly agent_path=\"/opt/gantry/agent.py\"")
     error_message = "The launcher relies on these names: gantry-agent, gantry-run, /opt/gantry/agent.py."
   }
   assert {
