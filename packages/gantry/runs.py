@@ -5,10 +5,10 @@ A run needs no SSH: the launcher writes a run spec (JSON) into each node's metad
 container, and reports back through the guest attribute ``gantry/agent``. Every read here (status,
 logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``gantry status`` and
 ``gantry logs`` pick the run up again. Which API depends on the nodes (``NodeApi``, picked by
-``connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
+``gantry.nodes.connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
 port), Cloud TPU for a TPU VM (gantry.tpu_nodes: nodes.patch, the output in the run's bucket folder).
 
-    cluster, api = connect("infra", os.environ)
+    cluster, api = nodes.connect("infra", os.environ)
     specs = launch_specs(cluster, run_id, image, trainer_args, run_url=cluster.run_url(run_id, os.environ))
     for node, spec in zip(cluster.nodes, specs): api.write_spec(node, spec)
 """
@@ -367,20 +367,3 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
         os.replace(target + ".part", target)
         copied.append((relative, os.path.getsize(target)))
     return copied
-
-
-def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, NodeApi]:
-    """The deployment's nodes (terraform output of infra/) and the API that drives them: Cloud TPU for a TPU VM
-    (use_tpu), Compute Engine for the VMs."""
-    from gantry.terraform import Terraform
-
-    cluster = Cluster.from_outputs(Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs())
-    if cluster.use_tpu:
-        from gantry.gcp import GoogleApis
-        from gantry.tpu_nodes import TpuNodes
-
-        return cluster, TpuNodes(GoogleApis.connect(environ), cluster)
-    from gantry.compute_nodes import ComputeNodes
-    from gantry.gcp import Compute
-
-    return cluster, ComputeNodes(Compute.connect(environ), cluster)

@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from launch_contract import LOCAL_RANK_ENV
 
+from .errors import ConfigError
+
 
 def _cgroup_cpu_limit() -> float | None:
     """CPUs allowed by a cgroup v2 (cpu.max) or v1 (cfs quota) limit, or None when unlimited."""
@@ -206,7 +208,6 @@ def precision_for(device: torch.device, requested: str, capability: tuple[int, i
     """The policy itself, free of hardware queries so tests can pin every case."""
     if device.type == "xla":  # TPUs compute in bf16 natively (MXU); fp16 has no loss scaling there
         if requested == "fp16":
-            from .config import ConfigError
             raise ConfigError("learner.precision=fp16 needs CUDA: use auto (bf16), bf16 or fp32 on XLA")
         return Precision(device, None if requested == "fp32" else torch.bfloat16, False)
     if device.type == "cuda":
@@ -216,7 +217,6 @@ def precision_for(device: torch.device, requested: str, capability: tuple[int, i
             return Precision(device, torch.bfloat16, False)
         return Precision(device, torch.float16, True)  # T4 (7.5), V100 (7.0): fp16 needs loss scaling
     if requested == "fp16":
-        from .config import ConfigError
         raise ConfigError("learner.precision=fp16 needs CUDA: use auto, fp32 or bf16 on a CPU")
     if requested == "bf16" or (requested == "auto" and native_bf16):
         return Precision(device, torch.bfloat16, False)

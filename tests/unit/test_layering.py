@@ -50,3 +50,45 @@ def test_the_agent_imports_only_the_stdlib_and_the_contract():
     """The agent's file and the contract are all the VM gets (infra/locals.tf): no other module of Gantry's."""
     imported = top_level(imported_modules(PACKAGES / "gantry" / "agent.py"))
     assert {name for name in imported if name not in sys.stdlib_module_names} == {"launch_contract"}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """{module: the modules of packages/ it imports}, function-level imports included; `from package import sub`
+    names the submodule, not the package (a package importing its own submodules is no cycle)."""
+    modules = {}
+    for path in PACKAGES.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGES).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                subs = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
+                edges.update(subs or {base})
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def test_no_import_cycle_inside_a_package():
+    """A cycle forces function-level imports and an import order that works by luck: shared names go down a layer
+    (launch_contract, selfplay.errors, gantry.checks, gantry.nodes)."""
+    graph, cycles = module_graph(), []
+
+    def walk(start, node, path):
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                cycles.append(" -> ".join([*path, start]))
+            elif nxt not in path and nxt > start:  # each cycle once, from its smallest module
+                walk(start, nxt, [*path, nxt])
+
+    for module in sorted(graph):
+        walk(module, module, [module])
+    assert cycles == []

@@ -19,7 +19,7 @@ from launch_contract import (
     TRAIN_KIND,
 )
 
-from gantry import images, registry, runs
+from gantry import images, nodes, registry, runs
 from gantry.cli.follow import follow
 from gantry.config import RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
@@ -83,7 +83,7 @@ def run(args, env) -> ExitStatus:
     if program is not None and args.config is not None:
         raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
                           f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     run_id = args.resume or args.run_id or runs.new_run_id()
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     check_nothing_runs(api, cluster, run_id, args, env)
@@ -118,9 +118,9 @@ def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:
     active = runs.active_runs(statuses)
     if not active or args.replace:
         return
-    held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in nodes)}"
-                     + (f" at step {nodes[0].report.step}" if nodes[0].report.step is not None else "")
-                     for rid, nodes in sorted(active.items()))
+    held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in holding)}"
+                     + (f" at step {holding[0].report.step}" if holding[0].report.step is not None else "")
+                     for rid, holding in sorted(active.items()))
     question = f"Run {held} is in progress. Stop it (final checkpoint) and start {run_id}?"
     if env.stdin.isatty() and env.confirm(question):
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from launch_contract import KIND_KEY, STAGING_ENV, STATS_FILE, STEP_KEY, TRAIN_KIND, State
 
-from gantry import config, cost, runs
+from gantry import config, cost, nodes, runs
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -55,7 +55,7 @@ def node_hourly(args) -> float | None:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
     if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
         statuses = [api.node_status(node) for node in cluster.nodes]

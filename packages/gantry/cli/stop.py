@@ -8,7 +8,7 @@ from pathlib import Path
 
 from launch_contract import DONE_STATES, State
 
-from gantry import config, runs
+from gantry import config, nodes
 from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
@@ -46,7 +46,7 @@ def run(args, env) -> ExitStatus:
     if args.power_off and args.no_wait:  # powering off before the trainer wrote its checkpoint would lose it
         raise GantryError("--power-off waits for the final checkpoint, and --no-wait would not",
                           "Drop --no-wait (make stop ARGS=\"-y --power-off\").")
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     specs = {node: api.read_spec(node) for node in cluster.nodes}
     active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
