@@ -29,6 +29,12 @@ A stop that fails (no permission, no network) is logged in one line naming the f
 Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
 line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL, GANTRY_AGENT_TPU_URL,
 GANTRY_AGENT_UPTIME_FILE.
+
+Why one file of ~900 lines: it ships as one metadata value and runs as one script on the VM's system Python (the
+contract it shares is the second value, launch_contract.py). Read it in its sections: settings; the metadata,
+console-log and token-bucket adapters; the decision (``decide``, ``power_off_due``, ``after_progress``: pure, tested
+on a fake clock in tests/launcher/test_agent_decide.py); ``Agent``, which observes, decides and acts with docker,
+the metadata server, power-off and the Cloud TPU API; ``main``.
 """
 
 from __future__ import annotations
