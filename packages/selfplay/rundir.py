@@ -19,6 +19,7 @@ from pathlib import Path
 from launch_contract import STAGING_ENV, STATS_FILE
 
 from . import checkpoint
+from .errors import ConfigError
 
 
 def is_remote(run_dir: str) -> bool:
@@ -55,8 +56,6 @@ class RunDir:
 
     def prepare(self) -> None:
         """Check where the run writes before anything is trained, then pull the bucket's newest checkpoint."""
-        from .config import ConfigError
-
         where = f"run.dir {self.url}" + (f" (staged in {self.local})" if self.remote else "")
         try:
             self.local.mkdir(parents=True, exist_ok=True)
@@ -126,8 +125,6 @@ def check_bucket(url: str, timeout_s: float = 10) -> None:
     with the machine's Application Default Credentials and turns the answer into one line.
     """
     import requests
-
-    from .config import ConfigError
 
     bucket = url.removeprefix("gs://").split("/", 1)[0]
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")
