@@ -277,6 +277,39 @@ class ConsoleLog:
             response.read()
 
 
+class Docker:
+    """The docker CLI on the node (GANTRY_AGENT_DOCKER, a command line: tests put fake_docker there)."""
+
+    def __init__(self, command: list[str]):
+        self.command = command
+
+    def __call__(self, *args, input_text=None, timeout=120) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], input=input_text, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def checked(self, *args, timeout=120) -> None:
+        """Run it; RuntimeError with the end of docker's own message when it fails."""
+        result = self(*args, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+
+    def status(self, name: str) -> tuple[str, int | None]:
+        """(running | exited | created | ..., its exit code), or ("missing", None) when there is no such container."""
+        result = self("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
+        if result.returncode != 0:
+            return "missing", None
+        status, _, code = result.stdout.strip().partition(" ")
+        return status, int(code or 0)
+
+    def running(self, name: str) -> bool:
+        return self.status(name)[0] == "running"
+
+    def follow(self, name: str) -> subprocess.Popen:
+        """`docker logs -f`: the container's output so far, then as it comes, until it ends."""
+        return subprocess.Popen([*self.command, "logs", "-f", name], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+
+
 # ---- the decision: what to do about the run, from what the node observes (pure: no clock, docker or network) --------
 def backoff(crashes: int, restart_seconds: float) -> float:
     """Seconds before the next start after ``crashes`` failed ones in a row: doubling from restart_seconds, capped at
@@ -420,6 +453,7 @@ class Agent:
     def __init__(self, settings: Settings):
         self.s = settings
         self.metadata = Metadata(settings.metadata_url)
+        self.docker = Docker(settings.docker)
         self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
         self.etag = ""
         self.spec = None
@@ -498,7 +532,7 @@ class Agent:
         spec, halted = self.spec, self.powered_off or self.out_of_time
         names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
         observed = Observation(
-            spec=spec, now=time.monotonic(), statuses={name: self.container_status(name) for name in names},
+            spec=spec, now=time.monotonic(), statuses={name: self.docker.status(name) for name in names},
             finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
             step=self.step, halted=halted)
         memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
@@ -532,17 +566,6 @@ class Agent:
             raise TypeError(f"no such action: {action!r}")
 
     # ---- the container ----
-    def docker(self, *args, input_text=None, timeout=120):
-        return subprocess.run([*self.s.docker, *args], input=input_text, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-
-    def container_status(self, name: str):
-        result = self.docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
-        if result.returncode != 0:
-            return "missing", None
-        status, _, code = result.stdout.strip().partition(" ")
-        return status, int(code or 0)
-
     def run_folder(self, spec: RunSpec) -> str:
         """The host folder mounted at /runs: one per run, so its stats.jsonl is this run's."""
         return os.path.join(self.s.runs_dir, spec.run_id)
@@ -553,10 +576,10 @@ class Agent:
         self.publish()
         try:
             self.login()
-            self.run_docker_checked("pull", spec.image, timeout=1800)
+            self.docker.checked("pull", spec.image, timeout=1800)
             self.docker("rm", "-f", spec.container, timeout=60)
             self.prepare_run_folder(spec)
-            self.run_docker_checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
+            self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
         except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
             self.crashes += 1
             delay = backoff(self.crashes, self.s.restart_seconds)
@@ -588,11 +611,6 @@ class Agent:
                     os.chown(path, int(uid), int(gid or uid))
         else:
             os.chmod(folder, 0o1777)
-
-    def run_docker_checked(self, *args, timeout=120):
-        result = self.docker(*args, timeout=timeout)
-        if result.returncode != 0:
-            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
 
     def login(self) -> None:
         """The VM's service-account token, fresh for each pull (it lasts about an hour)."""
@@ -634,8 +652,7 @@ class Agent:
 
     def follow_output(self, name: str) -> None:
         """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
-        process = subprocess.Popen([*self.s.docker, "logs", "-f", name], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace")
+        process = self.docker.follow(name)
         console = self.console
         with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
                 else open(os.devnull, "w") as serial:
@@ -706,7 +723,7 @@ class Agent:
             return
         if why == "max-run":
             self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
-        if self.container and self.container_status(self.container)[0] == "running":
+        if self.container and self.docker.running(self.container):
             self.stop_container(self.container, "crash loop: powering off" if why == "crash-loop"
                                 else "max_run_hours: stopping the TPU node")
         if why == "crash-loop":
@@ -791,7 +808,7 @@ class Agent:
 
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
-        if self.container and self.container_status(self.container)[0] == "running":
+        if self.container and self.docker.running(self.container):
             self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
         self.log("agent stopped")
         if self.console:
