@@ -16,8 +16,9 @@ powers off, and also once the node has been up GANTRY_MAX_RUN_HOURS (max_run_hou
 
     agent --POST v2/projects/P/locations/ZONE/nodes/NODE:stop--> tpu.googleapis.com    (P, ZONE, NODE: tpu-env)
 
-The run spec (JSON in attribute gantry-run) is ``RunSpec`` below: the launch contract, defined here
-once and imported by the launcher (gantry.runs), since this stdlib-only file is what the nodes run.
+The run spec (JSON in attribute gantry-run), the container's environment, the stats.jsonl it reads and the report
+it writes are the launch contract (launch_contract.py), which ships beside this file as metadata key
+gantry-contract: stdlib only, like this file, since both run on the VM's system Python.
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
@@ -28,17 +29,21 @@ A stop that fails (no permission, no network) is logged in one line naming the f
 Everything it talks to can be swapped for tests: GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
 line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL, GANTRY_AGENT_TPU_URL,
 GANTRY_AGENT_UPTIME_FILE.
+
+Why one file of ~900 lines: it ships as one metadata value and runs as one script on the VM's system Python (the
+contract it shares is the second value, launch_contract.py). Read it in its sections: settings; the metadata,
+console-log and token-bucket adapters; the decision (``decide``, ``power_off_due``, ``after_progress``: pure, tested
+on a fake clock in tests/launcher/test_agent_decide.py); ``Agent``, which observes, decides and acts with docker,
+the metadata server, power-off and the Cloud TPU API; ``main``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import http.client
 import json
 import os
 import random
-import re
 import shlex
 import signal
 import subprocess
@@ -49,31 +54,30 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-# ---- the launch contract: the launcher (gantry.runs, gantry.cli) imports these -------------------------------
-RUN_KEY = "gantry-run"  # instance metadata key of the run spec (Terraform outputs it as run_metadata_key)
-NAMESPACE = "gantry"  # guest-attribute namespace (Terraform: guest_attribute_namespace); boot state is NAMESPACE/boot
-REPORT_KEY = "agent"  # the agent's one guest attribute, NAMESPACE/REPORT_KEY: a JSON report (Agent.report)
-DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
-ACTIVE_STATES = ("pulling", "running", "restarting", "stopping")  # a run holds the node
-DONE_STATES = ("finished", "stopped")
-STATES = ("idle", *ACTIVE_STATES, *DONE_STATES, "error", "powering-off")
-RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
-STAGING = "/runs/staging"  # the container's local copy of a bucket run dir (GANTRY_STAGING), under the mount
-# What every container gets in its environment (docker_run_args), whichever program it runs: torchrun's rendezvous
-# as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for its staged copy.
-NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"
-NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
-RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
-STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
-PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
-# The stats.jsonl a program writes under /runs is how the agent learns its progress (newest_record): the newest
-# line with "kind": TRAIN_KIND and a STEP_KEY is the step `gantry status` shows, with any REPORTED_FIGURES.
-STATS_FILE = "stats.jsonl"
-KIND_KEY, TRAIN_KIND, STEP_KEY = "kind", "train", "step"
-# The record a program writes last when it reached its budget: the run is over, and `gantry status` leaves a Spot
-# node that powered off after it alone instead of starting it to resume (gantry.runs.run_ended). selfplay writes it.
-END_KIND = "end"
-LOSS_KEY = "losses/total"
+# Beside this file on the VM (the startup script writes metadata key gantry-contract there), installed elsewhere.
+from launch_contract import (
+    ACTIVE_STATES,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NAMESPACE,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    NPROC_PER_NODE_ENV,
+    PJRT_DEVICE_ENV,
+    REPORT_KEY,
+    REPORTED_FIGURES,
+    RUN_DIR_ENV,
+    RUN_KEY,
+    STAGING,
+    STAGING_ENV,
+    STEP_KEY,
+    Report,
+    RunSpec,
+    State,
+    console_log_url,
+    newest_record,
+)
+
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
 # peer, billing all the while. 30 min is well past what a peer needs to come back on its own or by `make run-gcp`
@@ -81,8 +85,6 @@ LOSS_KEY = "losses/total"
 # from max_run_hours to half an hour. A stopped node keeps its disk; `make status` / `make run-gcp` start it again.
 CRASH_LOOP_ENV = "GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES"
 CRASH_LOOP_SHUTDOWN_MINUTES = 30.0  # 0 = never
-# A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
-CONSOLE_LOG = "logs/node-{rank}.log"
 # Cloud TPU puts this instance attribute on its VMs (torch_xla reads the TPU's topology from it): how the agent
 # knows it runs on a TPU VM before any TPU run spec arrives.
 TPU_ENV_ATTRIBUTE = "tpu-env"
@@ -98,91 +100,6 @@ TPU_PROJECT_KEY, TPU_ZONE_KEY, TPU_NODE_KEY = "CONSUMER_PROJECT_ID", "ZONE", "NO
 MAX_RUN_HOURS_ENV = "GANTRY_MAX_RUN_HOURS"
 # What the node's service account needs to stop its own TPU node (infra/iam.tf grants these when use_tpu).
 TPU_STOP_PERMISSION = "tpu.nodes.stop"
-
-
-def console_log_url(run_dir: str, rank: int) -> str:
-    return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """What one node runs: the same run and trainer flags on every node, each node its rank.
-
-    ``launched_at`` is a launch's identity: the same run resumed is a new launch the agent acts on."""
-
-    run_id: str
-    image: str  # a digest-pinned reference: every node runs the same bits
-    node_rank: int
-    nnodes: int
-    master_addr: str
-    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS), or with torchrun
-    # the program: `-m MODULE ARGS` or `SCRIPT ARGS`
-    master_port: int = DEFAULT_MASTER_PORT
-    nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
-    gpu: bool = False
-    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (TPU_RUN_ARGS) and PJRT_DEVICE=TPU
-    action: str = "start"  # start | stop
-    launched_at: str = ""
-    run_dir: str = ""  # the run's directory (GANTRY_RUN_DIR): gs://BUCKET/runs/RUN_ID
-    # True: the container runs `torchrun RENDEZVOUS ARGS` (torchrun_args), not the image's entry point: your own
-    # trainer, from your image or a package under packages/ in the trainer image.
-    torchrun: bool = False
-
-    def __post_init__(self):
-        if not RUN_ID.fullmatch(str(self.run_id)):
-            raise ValueError(f"run_id {self.run_id!r} (lowercase letters, digits, . _ -; at most 63)")
-        if self.action not in ("start", "stop"):
-            raise ValueError(f"action {self.action!r} (start or stop)")
-        if not 0 <= int(self.node_rank) < int(self.nnodes):
-            raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
-        if self.torchrun and not self.args:
-            raise ValueError("torchrun with no program (args: -m MODULE ARGS or SCRIPT ARGS)")
-        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
-
-    @property
-    def launch_id(self) -> str:
-        return f"{self.run_id}@{self.launched_at}"
-
-    @property
-    def container(self) -> str:
-        """The container's name: one per run and node, so nodes sharing an engine never collide."""
-        return f"gantry-run-{self.run_id}-{self.node_rank}"
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, raw: str) -> RunSpec:
-        """The spec from the metadata value; ValueError names what is wrong."""
-        try:
-            data = json.loads(raw)
-            fields = {f.name for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in fields and v is not None})
-        except (TypeError, AttributeError) as exc:
-            raise ValueError(str(exc)) from None
-
-
-def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
-    """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the trainer's own
-    output: selfplay.stats.RunLog writes train records every few seconds, eval records beside them)."""
-    files = glob.glob(os.path.join(folder, "**", STATS_FILE), recursive=True)
-    if not files:
-        return None
-    try:
-        with open(max(files, key=os.path.getmtime), "rb") as stats:
-            stats.seek(0, os.SEEK_END)
-            stats.seek(max(0, stats.tell() - 16384))
-            lines = stats.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # the first line of the tail, cut in half, or a line being written
-        if isinstance(record, dict) and record.get(KIND_KEY) == kind and STEP_KEY in record:
-            return record
-    return None
 
 
 class Settings:
@@ -299,7 +216,8 @@ class ConsoleLog:
         self.url, self.local_path, self.token = url, local_path, token  # token(): the VM's access token
         self.storage_url, self.upload_seconds = storage_url, upload_seconds
         self.lock = threading.Lock()
-        self.dirty, self.uploaded_at = False, 0.0
+        # the first write uploads at once, whatever the machine's monotonic clock reads (it starts near 0 at boot)
+        self.dirty, self.uploaded_at = False, float("-inf")
 
     def write(self, text: str) -> None:
         with self.lock:
@@ -360,14 +278,187 @@ class ConsoleLog:
             response.read()
 
 
+class Docker:
+    """The docker CLI on the node (GANTRY_AGENT_DOCKER, a command line: tests put fake_docker there)."""
+
+    def __init__(self, command: list[str]):
+        self.command = command
+
+    def __call__(self, *args, input_text=None, timeout=120) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], input=input_text, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def checked(self, *args, timeout=120) -> None:
+        """Run it; RuntimeError with the end of docker's own message when it fails."""
+        result = self(*args, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+
+    def status(self, name: str) -> tuple[str, int | None]:
+        """(running | exited | created | ..., its exit code), or ("missing", None) when there is no such container."""
+        result = self("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
+        if result.returncode != 0:
+            return "missing", None
+        status, _, code = result.stdout.strip().partition(" ")
+        return status, int(code or 0)
+
+    def running(self, name: str) -> bool:
+        return self.status(name)[0] == "running"
+
+    def follow(self, name: str) -> subprocess.Popen:
+        """`docker logs -f`: the container's output so far, then as it comes, until it ends."""
+        return subprocess.Popen([*self.command, "logs", "-f", name], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+
+
+# ---- the decision: what to do about the run, from what the node observes (pure: no clock, docker or network) --------
+def backoff(crashes: int, restart_seconds: float) -> float:
+    """Seconds before the next start after ``crashes`` failed ones in a row: doubling from restart_seconds, capped at
+    5 minutes (a registry or peer that is down comes back on its own)."""
+    return min(300.0, restart_seconds * 2 ** (crashes - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """What the agent remembers between loops about the run it holds (Agent.memory / Agent.remember)."""
+
+    state: State = State.IDLE
+    container: str | None = None  # the container this agent started or adopted
+    launch: str = ""  # the launch (RunSpec.launch_id) the counters below belong to
+    crashes: int = 0  # failed starts and non-zero exits of this launch in a row
+    next_start: float = 0.0  # monotonic seconds before which nothing is started (backoff)
+    seen_running: frozenset = frozenset()  # containers seen running by this process: their exit 0 means "finished"
+    # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping), the step
+    # at that moment, and when the current container started.
+    loop_since: float | None = None
+    loop_step: int | None = None
+    started_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the node looks like on one loop: the spec, the clock, docker's view of the containers involved."""
+
+    spec: RunSpec | None
+    now: float  # monotonic seconds
+    statuses: dict  # container name -> (docker status: running | exited | missing | ..., exit code or None)
+    finished: bool = False  # the spec's launch already finished on this node (finished-launches.json)
+    step: int | None = None  # the run's newest training step
+    halted: bool = False  # powered off or past max_run_hours: nothing may start
+
+    def status(self, name: str | None) -> tuple:
+        return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
+
+
+# The actions ``decide`` asks for, carried out in order by Agent.act.
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    container: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    spec: RunSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Follow:
+    container: str  # copy its output to the serial port (and the bucket on a TPU VM), unless already copying
+
+
+@dataclasses.dataclass(frozen=True)
+class SetState:
+    state: State
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    spec: RunSpec  # its launch exited 0: recorded, so a restarted agent does not run it again
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    message: str
+
+
+def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes: float) -> tuple[Memory, list]:
+    """The next memory and the actions to take: start the spec's container when it is not running (after the
+    backoff), stop it when the spec says stop or a new run replaces it, record an exit 0 as finished, count a
+    non-zero exit as a crash (and the start of a crash loop unless the container lived crash_loop_minutes)."""
+    if o.halted:
+        return m, []  # going down (or due to): starting a trainer now would only be killed
+    spec, actions = o.spec, []
+    if spec is None or spec.action == "stop":
+        name = spec.container if spec else m.container
+        if name and o.status(name)[0] == "running":
+            actions.append(Stop(name, "the run spec says stop" if spec else "no run spec"))
+        if spec is not None:
+            actions.append(SetState(State.STOPPED, f"run {spec.run_id} stopped"))
+        elif m.state not in (State.IDLE, State.POWERING_OFF):
+            actions.append(SetState(State.IDLE, ""))
+        return dataclasses.replace(m, loop_since=None), actions
+    name = spec.container
+    if m.container and m.container != name and o.status(m.container)[0] == "running":
+        actions.append(Stop(m.container, f"a new run {spec.run_id} replaces it"))
+    m = dataclasses.replace(m, container=name)
+    if spec.launch_id != m.launch:
+        m = dataclasses.replace(m, launch=spec.launch_id, crashes=0, next_start=0.0, loop_since=None)
+    if o.finished:
+        return m, [*actions, SetState(State.FINISHED, f"run {spec.run_id} finished")]
+    status, code = o.status(name)
+    if status == "running":
+        m = dataclasses.replace(m, seen_running=m.seen_running | {name})
+        return m, [*actions, Follow(name), SetState(State.RUNNING, "")]
+    if status == "exited" and name in m.seen_running:
+        m = dataclasses.replace(m, seen_running=m.seen_running - {name})
+        if code == 0:
+            return m, [*actions, Log(f"run {spec.run_id} finished (trainer exited 0)"), Finished(spec),
+                       SetState(State.FINISHED, f"run {spec.run_id} finished")]
+        crashes = m.crashes + 1
+        delay = backoff(crashes, restart_seconds)
+        m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
+        if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
+            m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+        actions += [Log(f"trainer exited with code {code}; restart {crashes} in {delay:.0f} s"),
+                    SetState(State.RESTARTING, f"trainer exited with code {code}")]
+    if o.now < m.next_start:
+        return m, actions
+    # Not running: never started, crashed, or left over from before a reboot or preemption.
+    return m, [*actions, Start(spec)]
+
+
+def power_off_due(now: float, *, idle_since: float | None, idle_minutes: float, loop_since: float | None,
+                  crash_loop_minutes: float, uptime_s: float | None, max_run_hours: float) -> tuple[str, float] | None:
+    """Whether this node should stop billing now, and why: ("idle", seconds without a run), ("crash-loop", seconds
+    crash-looping without a new step) or ("max-run", seconds up, on a TPU VM only: uptime_s is None elsewhere).
+    A limit of 0 is never; the first due wins."""
+    if idle_minutes > 0 and idle_since is not None and now - idle_since >= idle_minutes * 60:
+        return "idle", now - idle_since
+    if crash_loop_minutes > 0 and loop_since is not None and now - loop_since >= crash_loop_minutes * 60:
+        return "crash-loop", now - loop_since
+    if max_run_hours > 0 and uptime_s is not None and uptime_s >= max_run_hours * 3600:
+        return "max-run", uptime_s
+    return None
+
+
+def after_progress(m: Memory, step: int | None) -> Memory:
+    """A new training step since the crash that began a crash loop is progress: the loop is over."""
+    if m.loop_since is not None and step != m.loop_step:
+        return dataclasses.replace(m, loop_since=None)
+    return m
+
+
 class Agent:
     def __init__(self, settings: Settings):
         self.s = settings
         self.metadata = Metadata(settings.metadata_url)
+        self.docker = Docker(settings.docker)
         self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
         self.etag = ""
         self.spec = None
-        self.state, self.detail = "idle", ""
+        self.state, self.detail = State.IDLE, ""
         self.step, self.figures = None, {}
         self.container = None  # name of the container this agent started or adopted
         self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
@@ -432,102 +523,77 @@ class Agent:
             if self.console:
                 self.console.flush()
             if time.monotonic() >= self.next_stop_try:
-                self.check_idle()
-                self.check_crash_loop()
-                self.check_max_run()
+                self.check_power_off()
             # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
             if self.etag == previous and time.monotonic() - started < 1.0:
                 time.sleep(1.0)
 
     def reconcile(self) -> None:
-        if self.powered_off or self.out_of_time:
-            return  # going down (or due to): starting a trainer now would only be killed
-        spec = self.spec
-        if spec is None or spec.action == "stop":
-            self.loop_since = None
-            name = spec.container if spec else self.container
-            if name and self.container_status(name)[0] == "running":
-                self.stop_container(name, "the run spec says stop" if spec else "no run spec")
-            if spec is not None:
-                self.set_state("stopped", f"run {spec.run_id} stopped")
-            elif self.state not in ("idle", "powering-off"):
-                self.set_state("idle", "")
-            return
-        name = spec.container
-        if self.container and self.container != name and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, f"a new run {spec.run_id} replaces it")
-        self.container = name
-        if spec.launch_id != self.launch:
-            self.launch, self.crashes, self.next_start = spec.launch_id, 0, 0.0
-            self.loop_since = None
-        if spec.launch_id in self.load_finished():
-            self.set_state("finished", f"run {spec.run_id} finished")
-            return
-        status, code = self.container_status(name)
-        if status == "running":
-            self.seen_running.add(name)
-            self.ensure_follower(name)
-            self.set_state("running", "")
-            return
-        if status == "exited" and name in self.seen_running:
-            self.seen_running.discard(name)
-            if code == 0:
-                self.log(f"run {spec.run_id} finished (trainer exited 0)")
-                self.save_finished(spec.launch_id)
-                self.set_state("finished", f"run {spec.run_id} finished")
-                return
-            self.crashes += 1
-            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
-            self.next_start = time.monotonic() + delay
-            now = time.monotonic()
-            if self.loop_since is None or now - self.started_at >= self.s.crash_loop_minutes * 60:
-                self.loop_since, self.loop_step = now, self.step  # a container that lived that long was no loop
-            self.log(f"trainer exited with code {code}; restart {self.crashes} in {delay:.0f} s")
-            self.set_state("restarting", f"trainer exited with code {code}")
-        if time.monotonic() < self.next_start:
-            return
-        # Not running: never started, crashed, or left over from before a reboot or preemption.
-        self.start_container(spec)
+        """Observe, decide (``decide``), act."""
+        spec, halted = self.spec, self.powered_off or self.out_of_time
+        names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
+        observed = Observation(
+            spec=spec, now=time.monotonic(), statuses={name: self.docker.status(name) for name in names},
+            finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
+            step=self.step, halted=halted)
+        memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
+        self.remember(memory)
+        for action in actions:
+            self.act(action)
+
+    def memory(self) -> Memory:
+        return Memory(self.state, self.container, self.launch, self.crashes, self.next_start,
+                      frozenset(self.seen_running), self.loop_since, self.loop_step, self.started_at)
+
+    def remember(self, m: Memory) -> None:
+        self.container, self.launch, self.crashes, self.next_start = m.container, m.launch, m.crashes, m.next_start
+        self.seen_running = set(m.seen_running)
+        self.loop_since, self.loop_step, self.started_at = m.loop_since, m.loop_step, m.started_at
+
+    def act(self, action) -> None:
+        if isinstance(action, Stop):
+            self.stop_container(action.container, action.why)
+        elif isinstance(action, Start):
+            self.start_container(action.spec)
+        elif isinstance(action, Follow):
+            self.ensure_follower(action.container)
+        elif isinstance(action, SetState):
+            self.set_state(action.state, action.detail)
+        elif isinstance(action, Finished):
+            self.save_finished(action.spec.launch_id)
+        elif isinstance(action, Log):
+            self.log(action.message)
+        else:
+            raise TypeError(f"no such action: {action!r}")
 
     # ---- the container ----
-    def docker(self, *args, input_text=None, timeout=120):
-        return subprocess.run([*self.s.docker, *args], input=input_text, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-
-    def container_status(self, name: str):
-        result = self.docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
-        if result.returncode != 0:
-            return "missing", None
-        status, _, code = result.stdout.strip().partition(" ")
-        return status, int(code or 0)
-
     def run_folder(self, spec: RunSpec) -> str:
         """The host folder mounted at /runs: one per run, so its stats.jsonl is this run's."""
         return os.path.join(self.s.runs_dir, spec.run_id)
 
     def start_container(self, spec: RunSpec) -> None:
         self.open_console(spec)
-        self.set_state("pulling", spec.image)
+        self.set_state(State.PULLING, spec.image)
         self.publish()
         try:
             self.login()
-            self.run_docker_checked("pull", spec.image, timeout=1800)
+            self.docker.checked("pull", spec.image, timeout=1800)
             self.docker("rm", "-f", spec.container, timeout=60)
             self.prepare_run_folder(spec)
-            self.run_docker_checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
+            self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
         except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
             self.crashes += 1
-            delay = min(300.0, self.s.restart_seconds * 2 ** (self.crashes - 1))
+            delay = backoff(self.crashes, self.s.restart_seconds)
             self.next_start = time.monotonic() + delay
             self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
-            self.set_state("error", str(exc)[:200])
+            self.set_state(State.ERROR, str(exc)[:200])
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
         self.seen_running.add(spec.container)
         self.started_at = time.monotonic()
         self.step, self.figures = None, {}
         self.ensure_follower(spec.container, fresh=True)
-        self.set_state("running", "")
+        self.set_state(State.RUNNING, "")
 
     def prepare_run_folder(self, spec: RunSpec) -> None:
         """Make the run folder writable for the image's user: the agent is root, the trainer is not.
@@ -547,11 +613,6 @@ class Agent:
         else:
             os.chmod(folder, 0o1777)
 
-    def run_docker_checked(self, *args, timeout=120):
-        result = self.docker(*args, timeout=timeout)
-        if result.returncode != 0:
-            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
-
     def login(self) -> None:
         """The VM's service-account token, fresh for each pull (it lasts about an hour)."""
         if not self.s.registry_host:
@@ -565,7 +626,7 @@ class Agent:
 
     def stop_container(self, name: str, why: str) -> None:
         self.log(f"stopping {name} ({why}); the trainer checkpoints on SIGTERM")
-        self.set_state("stopping", why)
+        self.set_state(State.STOPPING, why)
         self.publish()
         self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
         self.docker("stop", "-t", str(self.s.stop_grace_seconds), name, timeout=self.s.stop_grace_seconds + 60)
@@ -592,8 +653,7 @@ class Agent:
 
     def follow_output(self, name: str) -> None:
         """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
-        process = subprocess.Popen([*self.s.docker, "logs", "-f", name], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace")
+        process = self.docker.follow(name)
         console = self.console
         with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
                 else open(os.devnull, "w") as serial:
@@ -613,24 +673,23 @@ class Agent:
         record = newest_record(self.run_folder(self.spec))
         if record is not None:
             self.step = int(record[STEP_KEY])
-            if self.loop_since is not None and self.step != self.loop_step:
-                self.loop_since = None  # a new training step since the crash: progress, not a loop
+            self.remember(after_progress(self.memory(), self.step))
             self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
-    def set_state(self, state: str, detail: str) -> None:
+    def set_state(self, state: State, detail: str) -> None:
         if (state, detail) != (self.state, self.detail):
             self.log(f"state {state}" + (f": {detail}" if detail else ""))
         self.state, self.detail = state, detail
-        if state in ("running", "pulling", "restarting", "stopping"):
+        if state in ACTIVE_STATES:
             self.idle_since = None
         elif self.idle_since is None:
             self.idle_since = time.monotonic()
 
-    def report(self) -> dict:
+    def report(self) -> Report:
         spec = self.spec
-        return {"state": self.state, "run": spec.run_id if spec else "", "node_rank": spec.node_rank if spec else None,
-                "step": self.step, "figures": self.figures, "detail": self.detail}
+        return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
+                      step=self.step, figures=self.figures, detail=self.detail)
 
     def publish(self) -> None:
         report = self.report()
@@ -641,49 +700,41 @@ class Agent:
             return  # the next loop tries again: the newest report wins, none queue up
         try:
             self.metadata.put_guest_attribute(self.s.namespace, REPORT_KEY,
-                                              json.dumps({**report, "heartbeat": int(time.time())}))
+                                              dataclasses.replace(report, heartbeat=int(time.time())).to_json())
             self.published, self.published_at = report, time.monotonic()
         except MetadataError as exc:
             self.log(f"could not write guest attribute {self.s.namespace}/{REPORT_KEY}: {exc}")
 
-    def check_idle(self) -> None:
-        if self.s.idle_minutes <= 0 or self.idle_since is None or self.powered_off:
+    def check_power_off(self) -> None:
+        """Stop billing for a node without a run for idle_minutes, crash-looping for crash_loop_minutes (a Spot peer
+        preempted: the run spec stays, starting the node resumes the run), or, on a TPU VM, up for max_run_hours
+        (GCE enforces that itself on a VM; Cloud TPU has no such limit): the trainer first checkpoints (SIGTERM)."""
+        if self.powered_off:
             return
-        idle_for = time.monotonic() - self.idle_since
-        if idle_for < self.s.idle_minutes * 60:
+        tpu_limit = self.on_tpu and self.s.max_run_hours > 0
+        due = power_off_due(time.monotonic(), idle_since=self.idle_since, idle_minutes=self.s.idle_minutes,
+                            loop_since=self.loop_since, crash_loop_minutes=self.s.crash_loop_minutes,
+                            uptime_s=self.uptime() if tpu_limit else None, max_run_hours=self.s.max_run_hours)
+        if due is None:
             return
-        self.power_off(f"no run for {idle_for / 60:.1f} min (idle_shutdown_minutes)")
-
-    def check_crash_loop(self) -> None:
-        """Power off a node whose trainer keeps failing without a new step (a Spot peer preempted): it would
-        otherwise bill until max_run_hours. The run spec stays; starting the node resumes the run."""
-        if self.s.crash_loop_minutes <= 0 or self.loop_since is None or self.powered_off:
-            return
-        looping_for = time.monotonic() - self.loop_since
-        if looping_for < self.s.crash_loop_minutes * 60:
-            return
-        if self.container and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, "crash loop: powering off")
-        why = (f"trainer crash-looping for {looping_for / 60:.1f} min without a new step, {self.crashes} restarts "
-               f"({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run resumes, "
-               f"else `make run-gcp ARGS=\"--resume {self.spec.run_id if self.spec else 'RUN_ID'}\"`")
-        self.power_off(why)
-
-    def check_max_run(self) -> None:
-        """On a TPU VM up for max_run_hours: checkpoint the trainer (SIGTERM), then stop the node. GCE does this
-        itself on a VM (max_run_duration); Cloud TPU has no such limit, so without this a forgotten TPU bills on."""
-        if not self.on_tpu or self.s.max_run_hours <= 0 or self.powered_off:
-            return
-        up_for = self.uptime()
-        if up_for < self.s.max_run_hours * 3600:
-            return
-        self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
-        if self.container and self.container_status(self.container)[0] == "running":
-            self.stop_container(self.container, "max_run_hours: stopping the TPU node")
+        why, seconds = due
         run = self.spec.run_id if self.spec else "RUN_ID"
-        why = (f"the node has been up {up_for / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
-               f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and resumes the run")
-        self.power_off(why)
+        if why == "idle":
+            self.power_off(f"no run for {seconds / 60:.1f} min (idle_shutdown_minutes)")
+            return
+        if why == "max-run":
+            self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
+        if self.container and self.docker.running(self.container):
+            self.stop_container(self.container, "crash loop: powering off" if why == "crash-loop"
+                                else "max_run_hours: stopping the TPU node")
+        if why == "crash-loop":
+            self.power_off(f"trainer crash-looping for {seconds / 60:.1f} min without a new step, {self.crashes} "
+                           f"restarts ({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run "
+                           f"resumes, else `make run-gcp ARGS=\"--resume {run}\"`")
+        else:
+            self.power_off(f"the node has been up {seconds / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
+                           f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and "
+                           "resumes the run")
 
     def uptime(self) -> float:
         """Seconds since the host booted: a stopped TPU node started again gets its whole max_run_hours anew, and a
@@ -711,7 +762,7 @@ class Agent:
 
     def announce_stop(self, why: str) -> None:
         """Report powering-off at once (not at the next report's turn): it may be the node's last word."""
-        self.set_state("powering-off", why)
+        self.set_state(State.POWERING_OFF, why)
         self.published_at = 0.0
         self.publish()
 
@@ -744,7 +795,7 @@ class Agent:
         line = (f"could not stop TPU node {node or '(unknown)'}: {cause}; `make stop` stops it meanwhile; "
                 f"retrying in {self.s.stop_retry_seconds:.0f} s")
         self.log(" ".join(line.split()))  # one line, whatever Google's message holds
-        self.set_state("error", f"could not stop the TPU node: {' '.join(cause.split())}"[:200])
+        self.set_state(State.ERROR, f"could not stop the TPU node: {' '.join(cause.split())}"[:200])
 
     def tpu_node(self) -> str:
         """projects/P/locations/ZONE/nodes/NODE of this TPU VM, from tpu-env, else the metadata server's project and
@@ -758,7 +809,7 @@ class Agent:
 
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
-        if self.container and self.container_status(self.container)[0] == "running":
+        if self.container and self.docker.running(self.container):
             self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
         self.log("agent stopped")
         if self.console:
@@ -780,12 +831,6 @@ class Agent:
             os.replace(self.finished_file + ".tmp", self.finished_file)
         except OSError as exc:
             self.log(f"could not record the finished run in {self.finished_file}: {exc}")
-
-
-# The stats.jsonl keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how
-# `gantry status` shows each.
-REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
-                    "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
 
 
 def parse_tpu_env(text: str) -> dict:

@@ -7,12 +7,12 @@ which the agent writes at /dev/ttyS1.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from gantry.agent import REPORT_KEY, RunSpec
+from launch_contract import REPORT_KEY, Report, RunSpec
+
 from gantry.gcp import Compute
 from gantry.runs import DELETED, STOPPED_STATES, Cluster, Node, NodeStatus, nodes_deleted, wait_until_up
 
@@ -87,7 +87,7 @@ class ComputeNodes:
         try:
             found = compute.instances.get(project=cluster.project, zone=node.zone, instance=node.name)
         except NotFound:
-            return NodeStatus(node, DELETED, "", {})
+            return NodeStatus(node, DELETED, "", Report())
         vm = found.status
         spot = found.scheduling.provisioning_model == "SPOT" or bool(found.scheduling.preemptible)
         attributes: dict[str, str] = {}
@@ -99,10 +99,7 @@ class ComputeNodes:
                 attributes = {item.key: item.value for item in answer.query_value.items}
             except NotFound:
                 pass  # nothing written yet: the node is still booting
-        try:
-            report = json.loads(attributes.get(REPORT_KEY) or "{}")
-        except ValueError:
-            report = {}
+        report = Report.from_json(attributes.get(REPORT_KEY, ""))
         return NodeStatus(node, vm, attributes.get("boot", ""), report, spot, _spec_of(found, cluster),
                           up_since=_epoch(found.last_start_timestamp))
 

@@ -67,10 +67,6 @@ class Deployment:
         return self.gpu_machine_type if self.use_gpu else self.cpu_machine_type
 
     @property
-    def gpus_per_node(self) -> int:
-        return self.accelerator_count if self.use_gpu else 0
-
-    @property
     def labels_filter(self) -> str:
         """The Compute list filter that selects this deployment's resources."""
         return f'labels.{LABEL_KEY} = "{self.deployment_name}"'

@@ -9,6 +9,7 @@ warning, never a blocker.
 
 from __future__ import annotations
 
+from gantry.checks import FAIL, OK, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
 from gantry.project_setup import SERVICE_DISABLED, enable_command
@@ -34,8 +35,6 @@ TRUSTED_IMAGES = "compute.trustedImageProjects"
 
 def check(report, d: Deployment, apis: GoogleApis) -> None:
     from google.api_core.exceptions import GoogleAPICallError
-
-    from gantry.preflight import FAIL, OK, WARN
 
     wanted = [c for c, (applies, _) in BOOLEAN.items() if applies(d)] + [TRUSTED_IMAGES]
     broken = []

@@ -14,21 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gantry import policies, project_setup, tpu_quota
+from gantry.checks import FAIL, OK, WARN, Check
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
 from gantry.errors import CredentialsError, GantryError
 from gantry.gcp import LOGIN_FIX, Compute, GoogleApis, short_name
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
 QUOTA_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # OK, WARN or FAIL
-    detail: str
-    fixes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -15,6 +15,7 @@ Each finding names the one command that fixes it.
 
 from __future__ import annotations
 
+from gantry.checks import FAIL, OK, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
 
@@ -39,8 +40,6 @@ def check_quota_project(report, credentials, project: str) -> None:
     """User credentials carry the quota project their calls are billed to; service accounts use their own project."""
     from google.oauth2.credentials import Credentials as UserCredentials
 
-    from gantry.preflight import FAIL, OK, WARN
-
     if not isinstance(credentials, UserCredentials):
         return
     quota_project = credentials.quota_project_id
@@ -60,8 +59,6 @@ def check_apis(report, d: Deployment, apis: GoogleApis) -> set[str]:
     """Service Usage services.get of each setup API (cloud.google.com/service-usage/docs/reference/rest/v1/services/get:
     a Service with "state": "ENABLED" or "DISABLED"). Returns the ones known to be off."""
     from google.api_core.exceptions import GoogleAPICallError
-
-    from gantry.preflight import FAIL, OK, WARN
 
     disabled = set()
     for service in SETUP_APIS:

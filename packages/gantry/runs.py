@@ -5,10 +5,10 @@ A run needs no SSH: the launcher writes a run spec (JSON) into each node's metad
 container, and reports back through the guest attribute ``gantry/agent``. Every read here (status,
 logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``gantry status`` and
 ``gantry logs`` pick the run up again. Which API depends on the nodes (``NodeApi``, picked by
-``connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
+``gantry.nodes.connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
 port), Cloud TPU for a TPU VM (gantry.tpu_nodes: nodes.patch, the output in the run's bucket folder).
 
-    cluster, api = connect("infra", os.environ)
+    cluster, api = nodes.connect("infra", os.environ)
     specs = launch_specs(cluster, run_id, image, trainer_args, run_url=cluster.run_url(run_id, os.environ))
     for node, spec in zip(cluster.nodes, specs): api.write_spec(node, spec)
 """
@@ -23,16 +23,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gantry.agent import (
+from launch_contract import (
     ACTIVE_STATES,
+    ARENA,
+    DEFAULT_CONFIG,
     END_KIND,
     KIND_KEY,
     NAMESPACE,
     REPORTED_FIGURES,
     RUN_KEY,
+    STATS_FILE,
+    STEP_KEY,
     TRAIN_KIND,
+    Report,
     RunSpec,
+    arena_figures,
+    eval_figures,
 )
+
 from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 
@@ -114,7 +122,7 @@ def check_run_id(run_id: str) -> str:
 
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
-                 config: str = "connect4", master_port: int | None = None, nproc_per_node: int = 0,
+                 config: str = DEFAULT_CONFIG, master_port: int | None = None, nproc_per_node: int = 0,
                  action: str = "start", torchrun: bool = False) -> list[RunSpec]:
     """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
     your program (`-m MODULE ARGS`), run under torchrun as they are; else the selfplay trainer's flags."""
@@ -217,7 +225,7 @@ class NodeStatus:
     node: Node
     vm: str  # the API's state: RUNNING, TERMINATED, ... (Compute); READY, STOPPED, PREEMPTED, ... (Cloud TPU)
     boot: str  # the startup script's gantry/boot: starting | ready | error: ...
-    report: dict  # the agent's NAMESPACE/REPORT_KEY (gantry.agent.Agent.report): state, run, step, figures, ...
+    report: Report  # the agent's NAMESPACE/REPORT_KEY (gantry.agent.Agent.report)
     spot: bool = False  # scheduling.provisioningModel SPOT: Google may stop (or delete) it at any time
     spec: RunSpec | None = None  # the run spec in its metadata
     up_state: str = "RUNNING"  # the state of a node that is up: RUNNING (Compute), READY (Cloud TPU)
@@ -237,10 +245,10 @@ class NodeStatus:
     def state(self) -> str:
         if not self.up:
             return self.vm.lower()
-        return self.report.get("state") or (f"boot {self.boot}" if self.boot else "booting")
+        return self.report.state.value if self.report.state else (f"boot {self.boot}" if self.boot else "booting")
 
     def heartbeat_age_s(self, now: float | None = None) -> float | None:
-        beat = self.report.get("heartbeat")
+        beat = self.report.heartbeat
         return None if beat is None else max(0.0, (now or time.time()) - float(beat))
 
 
@@ -285,8 +293,8 @@ def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
     """{run id: the nodes it holds} for runs an agent is pulling, running, restarting or stopping."""
     active: dict[str, list[NodeStatus]] = {}
     for status in statuses:
-        if status.up and status.report.get("state") in ACTIVE_STATES and status.report.get("run"):
-            active.setdefault(status.report["run"], []).append(status)
+        if status.up and status.report.state in ACTIVE_STATES and status.report.run:
+            active.setdefault(status.report.run, []).append(status)
     return active
 
 
@@ -295,7 +303,7 @@ def _records_newest_first(run_url: str):
     import fsspec
 
     try:
-        with fsspec.open(f"{run_url}/stats.jsonl", "r") as stats:
+        with fsspec.open(f"{run_url}/{STATS_FILE}", "r") as stats:
             lines = stats.read().splitlines()
     except (FileNotFoundError, OSError):
         return
@@ -310,12 +318,10 @@ def _records_newest_first(run_url: str):
 
 def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
     """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
-    from selfplay.stats import eval_figures
-
     for record in _records_newest_first(run_url):
         errors = eval_figures(record)
         if errors:
-            return int(record.get("step", 0)), errors
+            return int(record.get(STEP_KEY, 0)), errors
     return None
 
 
@@ -332,13 +338,11 @@ def run_ended(run_url: str) -> bool:
 
 def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:
     """The newest arena record in the run's stats.jsonl: (step, the newest checkpoint's Elo, {opponent: figures})
-    with figures as selfplay.stats.arena_key documents them (elo, wins, draws, losses, score, ...)."""
-    from selfplay.stats import arena_figures
-
+    with figures as launch_contract.arena_key documents them (elo, wins, draws, losses, score, ...)."""
     for record in _records_newest_first(run_url):
         opponents = arena_figures(record)
-        if opponents and isinstance(record.get("arena/elo"), (int, float)):
-            return int(record.get("step", 0)), float(record["arena/elo"]), opponents
+        if opponents and isinstance(record.get(f"{ARENA}/elo"), (int, float)):
+            return int(record.get(STEP_KEY, 0)), float(record[f"{ARENA}/elo"]), opponents
     return None
 
 
@@ -375,20 +379,3 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
         os.replace(target + ".part", target)
         copied.append((relative, os.path.getsize(target)))
     return copied
-
-
-def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, NodeApi]:
-    """The deployment's nodes (terraform output of infra/) and the API that drives them: Cloud TPU for a TPU VM
-    (use_tpu), Compute Engine for the VMs."""
-    from gantry.terraform import Terraform
-
-    cluster = Cluster.from_outputs(Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs())
-    if cluster.use_tpu:
-        from gantry.gcp import GoogleApis
-        from gantry.tpu_nodes import TpuNodes
-
-        return cluster, TpuNodes(GoogleApis.connect(environ), cluster)
-    from gantry.compute_nodes import ComputeNodes
-    from gantry.gcp import Compute
-
-    return cluster, ComputeNodes(Compute.connect(environ), cluster)

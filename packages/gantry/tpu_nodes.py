@@ -14,17 +14,17 @@ reference (cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes)
   [{"namespace", "key", "value"}]}, "workerId"}]}, one entry per worker; a single-host TPU VM has worker 0 only.
 
 There is no serial port API for TPU VMs: the node agent uploads the trainer's output to the run's bucket folder
-(gantry.agent.console_log_url, every few seconds) and ``output`` reads it from there with fsspec.
+(launch_contract.console_log_url, every few seconds) and ``output`` reads it from there with fsspec.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gantry.agent import REPORT_KEY, RunSpec, console_log_url
+from launch_contract import REPORT_KEY, Report, RunSpec, console_log_url
+
 from gantry.errors import GantryError
 from gantry.gcp import GoogleApis
 from gantry.runs import (
@@ -103,7 +103,7 @@ class TpuNodes:
         try:
             found = self.apis.call("GET", SERVICE, self.path(node))
         except NotFound:
-            return NodeStatus(node, DELETED, "", {}, up_state=READY)
+            return NodeStatus(node, DELETED, "", Report(), up_state=READY)
         state = str(found.get("state") or "STATE_UNSPECIFIED")
         scheduling = found.get("schedulingConfig") or {}
         spot = bool(scheduling.get("spot") or scheduling.get("preemptible"))
@@ -118,10 +118,7 @@ class TpuNodes:
                 if str(worker.get("workerId") or "0") == "0":  # the agent runs on worker 0
                     attributes = {item.get("key", ""): item.get("value", "")
                                   for item in (worker.get("queryValue") or {}).get("items", [])}
-        try:
-            report = json.loads(attributes.get(REPORT_KEY) or "{}")
-        except ValueError:
-            report = {}
+        report = Report.from_json(attributes.get(REPORT_KEY, ""))
         return NodeStatus(node, state, attributes.get("boot", ""), report, spot, self._spec_of(found), up_state=READY)
 
     def start(self, node: Node) -> None:

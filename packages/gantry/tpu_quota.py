@@ -18,6 +18,7 @@ chips or TensorCores for v4, chips for v5e), so only a zero is a blocker; less t
 
 from __future__ import annotations
 
+from gantry.checks import FAIL, OK, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
 
@@ -35,8 +36,6 @@ GENERATIONS = {
 def check(report, d: Deployment, apis: GoogleApis) -> None:
     """Adds one check, "TPU quota": FAIL when every matching quota is 0 in the zone (apply would be refused)."""
     from google.api_core.exceptions import Forbidden, NotFound
-
-    from gantry.preflight import FAIL, OK, WARN
 
     name = "TPU quota"
     kind = "preemptible (Spot)" if d.spot else "on-demand"

@@ -21,6 +21,16 @@ import tempfile
 import threading
 from pathlib import Path
 
+from launch_contract import (
+    DEFAULT_CONFIG,
+    DEFAULT_MASTER_PORT,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    NPROC_PER_NODE_ENV,
+)
+
 CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_BASELINES = "random,greedy,minimax5,mcts1000"  # AlphaZero.jl's Connect Four baselines (see players.py)
 
@@ -76,8 +86,8 @@ def _env_int(name: str, default: int, minimum: int) -> int:
 def cmd_launch(args, overrides) -> int:
     """One entry for one node or many: torchrun with a static rendezvous from plain environment variables."""
     _load(args, overrides)  # fail here, once, on a bad config rather than in every rank
-    nnodes = _env_int("NNODES", 1, 1)
-    node_rank = _env_int("NODE_RANK", 0, 0)
+    nnodes = _env_int(NNODES_ENV, 1, 1)
+    node_rank = _env_int(NODE_RANK_ENV, 0, 0)
     if node_rank >= nnodes:
         from .config import ConfigError
         raise ConfigError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}: number nodes 0..NNODES-1")
@@ -85,11 +95,11 @@ def cmd_launch(args, overrides) -> int:
 
     from .hardware import cuda_usable
     gpus = torch.cuda.device_count() if cuda_usable() else 0
-    nproc = _env_int("NPROC_PER_NODE", max(1, gpus), 1)
+    nproc = _env_int(NPROC_PER_NODE_ENV, max(1, gpus), 1)
     if nnodes == 1 and nproc == 1:
         return cmd_train(args, overrides)
-    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    port = _env_int("MASTER_PORT", 29500, 1)
+    addr = os.environ.get(MASTER_ADDR_ENV, "127.0.0.1")
+    port = _env_int(MASTER_PORT_ENV, DEFAULT_MASTER_PORT, 1)
     if node_rank == 0:
         _check_port_free(port)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--node-rank={node_rank}",
@@ -290,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                             ("check", "check the config and flags as train would, then exit (0: fine, 2: refused)")):
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=_settings_help(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--config", default="connect4", help="packaged config name or YAML path (default connect4)")
+        p.add_argument("--config", default=DEFAULT_CONFIG,
+                       help=f"packaged config name or YAML path (default {DEFAULT_CONFIG})")
     p = sub.add_parser("eval", help="grade a checkpoint on the Pons test sets (weak/strong error, policy and MCTS)")
     p.add_argument("--checkpoint", required=True, help="a ckpt-*.pt file or a run directory (its newest)")
     p.add_argument("--positions", type=int, default=1000, help="positions per set (first N of 1000)")

@@ -101,9 +101,6 @@ class ActorPool:
         keys = ("moves", "simulations", "evals", "calls", "forward_s", "busy_s")
         return {k: float(sum(m[k] for m in self.counters.values())) for k in keys}
 
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p is not None and p.is_alive()]
-
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
         deadline = time.monotonic() + timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +17,11 @@ from typing import Literal, get_args, get_origin
 
 import yaml
 
+from .errors import ConfigError
 
-class ConfigError(ValueError):
-    """A bad config value or key; the message names the field and the fix."""
+# Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
+BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
+BASELINE_HELP = "random, greedy, minimax<depth> (e.g. minimax5), mcts<simulations> (e.g. mcts1000)"
 
 
 def _check(ok: bool, message: str) -> None:
@@ -200,7 +203,6 @@ class EvalConfig:
     """Earlier checkpoints of the run the periodic arena plays (at most run.keep_checkpoints are kept)."""
 
     def __post_init__(self):
-        from .players import BASELINE, BASELINE_HELP
         _check(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
         _check(self.arena_every_minutes >= 0, f"eval.arena_every_minutes={self.arena_every_minutes} must be >= 0 "
                                               f"(0 = off)")

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from launch_contract import LOCAL_RANK_ENV
 
 from .hardware import cuda_usable
 
@@ -64,9 +65,9 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     if world <= 1:
         return DistInfo()
     if dist.is_initialized():  # e.g. a caller set it up already: reuse it
-        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")),
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get(LOCAL_RANK_ENV, "0")),
                         dist.get_backend())
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = int(os.environ.get(LOCAL_RANK_ENV, "0"))
     if chosen == "nccl":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s))

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from launch_contract import eval_key
 
 from .games import ConnectFour
 from .mcts import BatchedMCTS, masked_softmax
-from .stats import eval_key
 
 # (file, name) in the order the README reports them: late game first, hardest last
 PONS_SETS = (

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from launch_contract import LOCAL_RANK_ENV
+
+from .errors import ConfigError
 
 
 def _cgroup_cpu_limit() -> float | None:
@@ -90,10 +93,6 @@ def _cpu_flags() -> set[str]:
     except OSError:
         pass
     return set()
-
-
-def cpu_has_amx() -> bool:
-    return "amx_bf16" in _cpu_flags()
 
 
 def cpu_has_native_bf16() -> bool:
@@ -186,7 +185,7 @@ def pick_device(requested: str) -> torch.device:
     if requested == "cuda" and not cuda_usable():
         raise RuntimeError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
     if requested == "cuda" or (requested == "auto" and cuda_usable()):
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cuda", int(os.environ.get(LOCAL_RANK_ENV, "0")))
     if requested == "xla" or (requested == "auto" and xla_requested()):
         return xla_device()
     return torch.device("cpu")
@@ -209,7 +208,6 @@ def precision_for(device: torch.device, requested: str, capability: tuple[int, i
     """The policy itself, free of hardware queries so tests can pin every case."""
     if device.type == "xla":  # TPUs compute in bf16 natively (MXU); fp16 has no loss scaling there
         if requested == "fp16":
-            from .config import ConfigError
             raise ConfigError("learner.precision=fp16 needs CUDA: use auto (bf16), bf16 or fp32 on XLA")
         return Precision(device, None if requested == "fp32" else torch.bfloat16, False)
     if device.type == "cuda":
@@ -219,7 +217,6 @@ def precision_for(device: torch.device, requested: str, capability: tuple[int, i
             return Precision(device, torch.bfloat16, False)
         return Precision(device, torch.float16, True)  # T4 (7.5), V100 (7.0): fp16 needs loss scaling
     if requested == "fp16":
-        from .config import ConfigError
         raise ConfigError("learner.precision=fp16 needs CUDA: use auto, fp32 or bf16 on a CPU")
     if requested == "bf16" or (requested == "auto" and native_bf16):
         return Precision(device, torch.bfloat16, False)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from . import onnx_net
-from .config import ConfigError
+from .errors import ConfigError
 from .model import PolicyValueNet, fold_batchnorm
 
 

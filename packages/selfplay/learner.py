@@ -10,6 +10,7 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 import torch.nn.functional as F
+from launch_contract import LOSS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
@@ -122,7 +123,7 @@ class Learner:
             import torch_xla
             torch_xla.sync()
         policy, value, total, entropy = losses.tolist()  # one transfer, not four
-        return {"losses/policy": policy, "losses/value": value, "losses/total": total,
+        return {"losses/policy": policy, "losses/value": value, LOSS_KEY: total,
                 "losses/policy_target_entropy": entropy}
 
     def value_units_firing(self) -> float | None:

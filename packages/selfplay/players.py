@@ -17,15 +17,12 @@ game, with or without a solver:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from .config import BASELINE, BASELINE_HELP
 from .games import Game
 from .mcts import BatchedMCTS
 
-BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
-BASELINE_HELP = "random, greedy, minimax<depth> (e.g. minimax5), mcts<simulations> (e.g. mcts1000)"
 WIN_DECAY = 0.01  # a win k plies ahead is worth 1 - 0.01 k: take the quickest win, put off a loss
 
 

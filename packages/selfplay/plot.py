@@ -15,7 +15,9 @@ import json
 from html import escape
 from pathlib import Path
 
-from .stats import EVAL_MINUTE, eval_figures
+from launch_contract import STATS_FILE, eval_figures
+
+from .stats import EVAL_MINUTE
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
 # per Pons set (bench/REFERENCE.md says how it was measured; bench/run.py compares every 30-minute run with it)
@@ -32,7 +34,7 @@ class PlotError(ValueError):
 
 def from_run(run_dir: Path) -> tuple[dict[str, list[tuple[float, float]]], list[tuple[float, float]]]:
     """({set: [(minute, error)]}, [(minute, elo)]) from a run directory's stats.jsonl."""
-    path = Path(run_dir) / "stats.jsonl"
+    path = Path(run_dir) / STATS_FILE
     if not path.is_file():
         raise PlotError(f"{path} not found: pass a run directory (make plot RUN_DIR=runs/NAME) or a bench result")
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

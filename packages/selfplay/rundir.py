@@ -16,9 +16,10 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from gantry.agent import STAGING_ENV
+from launch_contract import STAGING_ENV, STATS_FILE
 
 from . import checkpoint
+from .errors import ConfigError
 
 
 def is_remote(run_dir: str) -> bool:
@@ -55,8 +56,6 @@ class RunDir:
 
     def prepare(self) -> None:
         """Check where the run writes before anything is trained, then pull the bucket's newest checkpoint."""
-        from .config import ConfigError
-
         where = f"run.dir {self.url}" + (f" (staged in {self.local})" if self.remote else "")
         try:
             self.local.mkdir(parents=True, exist_ok=True)
@@ -80,7 +79,7 @@ class RunDir:
         self.local.mkdir(parents=True, exist_ok=True)
         names = sorted(Path(p).name for p in self.fs.ls(self.root, detail=False))
         ckpts = [n for n in names if checkpoint.NAME.match(n)]
-        wanted = ckpts[-1:] + [n for n in ("stats.jsonl",) if n in names]
+        wanted = ckpts[-1:] + [n for n in (STATS_FILE,) if n in names]
         for name in wanted:
             target = self.local / name
             if not target.exists():
@@ -126,8 +125,6 @@ def check_bucket(url: str, timeout_s: float = 10) -> None:
     with the machine's Application Default Credentials and turns the answer into one line.
     """
     import requests
-
-    from .config import ConfigError
 
     bucket = url.removeprefix("gs://").split("/", 1)[0]
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")

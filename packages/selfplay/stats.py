@@ -12,59 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-from gantry.agent import END_KIND, KIND_KEY, STEP_KEY, TRAIN_KIND
+from launch_contract import EVAL, KIND_KEY, LOSS_KEY, STATS_FILE, STEP_KEY, TRAIN_KIND, eval_key
 
-EVAL = "eval"  # namespace of evaluation figures
-ARENA = "arena"  # namespace (and record kind) of arena figures
-# Kind of the record a run writes when it reached its budget (max_steps / max_minutes): the launch contract's, which
-# the node agent's file defines for every program a node runs.
-END = END_KIND
-
-
+# The keys of every record, the namespaces of eval/ and arena/ figures and how to read them back are the launch
+# contract's (launch_contract.py), which the node agent and `gantry status` read too.
 EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
 EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
-
-
-def eval_key(test_set: str, measure: str) -> str:
-    """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
-    return f"{EVAL}/{test_set}/{measure}"
-
-
-def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
-    """{set: value} of one measure in a stats.jsonl record (empty for records without an evaluation)."""
-    figures = {}
-    for key, value in record.items():
-        namespace, _, rest = key.partition("/")
-        test_set, _, kind = rest.rpartition("/")
-        if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
-            figures[test_set] = float(value)
-    return figures
-
-
-def arena_key(opponent: str, measure: str) -> str:
-    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>.
-
-    An "arena" record holds, for the newest checkpoint of the run (the record's step):
-    arena/elo, arena/elo_sd (its Elo on the ladder where random = 0, and the standard error),
-    arena/games, arena/simulations, and for every opponent (random, greedy, minimax<k>, mcts<n>,
-    earlier checkpoints as step-<N>): arena/<opponent>/elo, and the newest's results against it,
-    arena/<opponent>/wins, draws, losses, score ((W + D/2) / games), score_low and score_high
-    (Wilson 95% interval on the score).
-    """
-    return f"{ARENA}/{opponent}/{measure}"
-
-
-def arena_figures(record: dict) -> dict[str, dict[str, float]]:
-    """{opponent: {measure: value}} of an arena record (empty for other records)."""
-    figures: dict[str, dict[str, float]] = {}
-    if record.get(KIND_KEY) != ARENA:
-        return figures
-    for key, value in record.items():
-        namespace, _, rest = key.partition("/")
-        opponent, _, measure = rest.rpartition("/")
-        if namespace == ARENA and opponent and isinstance(value, (int, float)):
-            figures.setdefault(opponent, {})[measure] = float(value)
-    return figures
 
 
 class RunLog:
@@ -78,7 +31,7 @@ class RunLog:
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
             # Open for the run's life (closed by close()); line-buffered: a crash loses nothing.
-            self._jsonl = open(self.dir / "stats.jsonl", "a", buffering=1)  # noqa: SIM115
+            self._jsonl = open(self.dir / STATS_FILE, "a", buffering=1)  # noqa: SIM115
 
     def _events(self):
         """The TensorBoard writer, opened on first use (None without tensorboard)."""
@@ -150,8 +103,8 @@ def progress_line(m: dict, last_eval: dict | None) -> str:
              f"{human(m['charts/simulations_per_s'])} sims/s",
              f"buffer {human(m['learner/buffer_size'])} ({m['learner/mean_reuse']:.1f} samples/position)",
              ]
-    if m.get("losses/total") is not None:
-        parts.append(f"loss {m['losses/total']:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
+    if m.get(LOSS_KEY) is not None:
+        parts.append(f"loss {m[LOSS_KEY]:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
     waiting = m.get("learner/wait_fraction", 0.0)
     if waiting > 0.2:
         parts.append(f"learner waits {100 * waiting:.0f}% ({m.get('learner/wait_reason', 'no data')})")

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
 import torch
+from launch_contract import END_KIND, LOSS_KEY, STATS_FILE
 
 from . import checkpoint, evaluate
 from .actor_pool import ActorPool
@@ -48,7 +49,7 @@ from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
 from .rundir import RunDir
-from .stats import END, EVAL_MINUTE, EVAL_STEP, RunLog, progress_line
+from .stats import EVAL_MINUTE, EVAL_STEP, RunLog, progress_line
 from .weights import SharedWeights, flat_float_state
 
 log = logging.getLogger("selfplay")
@@ -132,7 +133,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         path = checkpoint.save(run_dir.local, step, payload, keep=cfg.run.keep_checkpoints)
         saved_step = step
         try:
-            run_dir.push(path, run_dir.local / "stats.jsonl")
+            run_dir.push(path, run_dir.local / STATS_FILE)
         except OSError as e:  # the bucket is unreachable: the local copy stays, the next save retries
             runlog.say(f"warning: could not copy {path.name} to {run_dir.url}: {e}")
         runlog.say(f"checkpoint {path}" + (f" -> {run_dir.url}" if run_dir.remote else "")
@@ -209,7 +210,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         ladder.close()
     if out_of_time and lost is None:  # before the final save, which carries stats.jsonl to the bucket
         runlog.record(step, {"reason": "max_steps" if cfg.run.max_steps and step >= cfg.run.max_steps
-                             else "max_minutes"}, kind=END)
+                             else "max_minutes"}, kind=END_KIND)
     # reached on a clean stop and on a lost rank: the state is consistent at `step`, because a failed
     # all-reduce never reaches the optimizer
     save(final=True)
@@ -432,7 +433,7 @@ class MetricsWindow:
         if self.throttled + self.filling:
             m["learner/wait_reason"] = "samples/position target: self-play is behind" \
                 if self.throttled >= self.filling else "filling the buffer"
-        for key in ("losses/policy", "losses/value", "losses/total", "losses/policy_target_entropy"):
+        for key in ("losses/policy", "losses/value", LOSS_KEY, "losses/policy_target_entropy"):
             m[key] = float(np.mean([x[key] for x in self.losses])) if self.losses else None
         self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
         self.losses.clear()

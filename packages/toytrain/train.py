@@ -3,7 +3,7 @@
     torchrun --nproc-per-node=2 -m toytrain.train --steps 20 --out runs/toy     # here, two ranks
     make run-gcp ARGS="-- -m toytrain.train --steps 200"                        # every node, into the bucket
 
-What the nodes expect of a program (gantry.agent, the launch contract): torchrun sets RANK, WORLD_SIZE and
+What the nodes expect of a program (launch_contract.py): torchrun sets RANK, WORLD_SIZE and
 the rendezvous; GANTRY_RUN_DIR names the run's folder in the bucket and GANTRY_STAGING a local folder that
 survives restarts. Rank 0 writes stats.jsonl there, one {"kind": "train", "step": N, ...} record every few
 steps (`make status` shows N), and a checkpoint, then copies both to the bucket; a restart resumes from it.
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from gantry.agent import (
+from launch_contract import (
     END_KIND,
     KIND_KEY,
+    LOCAL_RANK_ENV,
     LOSS_KEY,
     RUN_DIR_ENV,
     STAGING_ENV,
@@ -51,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def train_record(step: int, loss: float, samples_per_s: float) -> dict:
-    """One stats.jsonl line the node agent reports (gantry.agent.newest_record)."""
+    """One stats.jsonl line the node agent reports (launch_contract.newest_record)."""
     return {KIND_KEY: TRAIN_KIND, STEP_KEY: step, "time": round(time.time(), 3), LOSS_KEY: loss,
             "charts/samples_per_s": samples_per_s}
 
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get(LOCAL_RANK_ENV, "0"))) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     out = Output(args.out or os.environ.get(RUN_DIR_ENV) or "runs/toytrain") if rank == 0 else None

@@ -92,9 +92,10 @@ def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp
     assert {"docker/Dockerfile.cpu", "docker/entrypoint.sh", "pyproject.toml", "packages/selfplay/train.py",
             "packages/toytrain/train.py"} <= names
     assert f"docker/wheels/{wheel.name}" in names and "docker/certs/extra-0-proxy-ca.crt" in names
-    # of the launcher only its stdlib agent, whose launch contract the programs in the image import
+    # the launch contract the programs in the image import, and none of the launcher
+    assert "packages/launch_contract.py" in names
     launcher = {n for n in names if n.startswith("packages/gantry/")}
-    assert launcher == {"packages/gantry/__init__.py", "packages/gantry/agent.py"}, sorted(launcher)
+    assert launcher == set(), sorted(launcher)
     leaked = [n for n in names if n.startswith((".venv", ".git/", "runs/", "infra/", "tests/")) or "__pycache__" in n]
     assert not leaked, leaked[:10]
 

@@ -9,9 +9,10 @@ import json
 import os
 
 import pytest
-from gantry.agent import MAX_RUN_HOURS_ENV, NAMESPACE, RUN_KEY, Settings
+from gantry.agent import MAX_RUN_HOURS_ENV, Settings
 from infra_stubs import APT_LOCKED, KERNEL, install_stubs
 from infra_tools import REPO, render_startup_script, require_tool, run
+from launch_contract import NAMESPACE, RUN_KEY
 
 pytestmark = pytest.mark.terraform
 
@@ -98,12 +99,14 @@ class Node:
         return [int(line.split()[1]) for line in self.commands() if line.startswith("sleep ")]
 
 
-AGENT_SOURCE = "print('agent')\n"
+AGENT_SOURCE = "import launch_contract\nprint('agent')\n"
+CONTRACT_SOURCE = "RUN_KEY = 'gantry-run'\n"
 
 
-def _healthy_node(root, script, gpu, **kwargs):
+def _healthy_node(root, script, gpu, agent=AGENT_SOURCE, contract=CONTRACT_SOURCE, **kwargs):
     node = Node(root, script, gpu=gpu, **kwargs)
-    node.serve("instance/attributes/gantry-agent", AGENT_SOURCE)
+    node.serve("instance/attributes/gantry-agent", agent)
+    node.serve("instance/attributes/gantry-contract", contract)
     node.serve("instance/service-accounts/default/token", json.dumps({"access_token": "token-from-metadata"}))
     return node
 
@@ -125,6 +128,8 @@ def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path
     # The agent: code from metadata key gantry-agent, unit gantry-agent.service, env for the agent.
     agent = tmp_path / "opt/gantry/agent.py"
     assert agent.read_text() == AGENT_SOURCE and os.access(agent, os.X_OK)
+    # ...and beside it the launch contract, under the module name the agent imports (metadata key gantry-contract)
+    assert (tmp_path / "opt/gantry/launch_contract.py").read_text() == CONTRACT_SOURCE
     unit = (node.systemd / "gantry-agent.service").read_text()
     assert f"ExecStart=/usr/bin/python3 -u {agent}" in unit
     assert "Restart=always" in unit and "SyslogIdentifier=gantry-agent" in unit
@@ -169,12 +174,30 @@ def test_gpu_node_fails_loudly_when_the_driver_is_older_than_the_image_cuda(rend
     )
 
 
-def test_missing_agent_metadata_reports_an_error(rendered, tmp_path):
-    node = Node(tmp_path, rendered(use_gpu=False), gpu=False)
-    node.serve("instance/service-accounts/default/token", json.dumps({"access_token": "t"}))
+@pytest.mark.parametrize("missing", ["gantry-agent", "gantry-contract"])
+def test_missing_agent_metadata_reports_an_error(rendered, tmp_path, missing):
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False)
+    (node.metadata / "instance/attributes" / missing).unlink()
     result = node.boot()
     assert result.returncode == 1
-    assert "instance metadata key gantry-agent is missing" in node.guest_attributes()[-1]
+    assert f"instance metadata key {missing} is missing" in node.guest_attributes()[-1]
+    assert not (node.systemd / "gantry-agent.service").exists()
+
+
+def test_the_installed_agent_imports_the_installed_contract_on_a_bare_python(rendered, tmp_path):
+    """What Terraform ships (infra/locals.tf: the two files' text) is all the agent needs on the VM's system Python:
+    no venv, no site-packages, only the folder the startup script wrote both files into."""
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False,
+                         agent=(REPO / "packages/gantry/agent.py").read_text(),
+                         contract=(REPO / "packages/launch_contract.py").read_text())
+    assert node.boot().returncode == 0
+    agent_dir = tmp_path / "opt/gantry"
+    # -I: no PYTHONPATH, no user site, no current folder; -S: no site-packages (the venv's launch_contract) either
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import agent, launch_contract; "
+             "assert agent.RunSpec is launch_contract.RunSpec; print(launch_contract.__file__)")
+    result = run(["python3", "-I", "-S", "-c", probe, agent_dir], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == str(agent_dir / "launch_contract.py")
 
 
 LOCKED = "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1234 (apt-get)"

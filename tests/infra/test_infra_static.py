@@ -258,3 +258,14 @@ def test_providers_bill_the_project_and_the_setup_apis_are_required():
     locals_tf = (INFRA / "locals.tf").read_text()
     required = locals_tf.split("required_apis = concat([", 1)[1].split("]", 1)[0]
     assert all(f'"{api}"' in required for api in SETUP_APIS)
+
+
+def test_terraform_spells_the_run_key_as_the_launch_contract_does():
+    """ignore_changes takes no expressions, so infra/main.tf and infra/tpu.tf name the run spec's key literally; if
+    it drifted from launch_contract.RUN_KEY, `make apply` would wipe the launcher's run spec from every node."""
+    from launch_contract import RUN_KEY
+
+    assert f'run_metadata_key    = "{RUN_KEY}"' in (MODULES / "startup_script" / "main.tf").read_text()
+    for name in ("main.tf", "tpu.tf"):
+        ignored = [line for line in (INFRA / name).read_text().splitlines() if "ignore_changes" in line]
+        assert any(f'metadata["{RUN_KEY}"]' in line for line in ignored), (name, ignored)

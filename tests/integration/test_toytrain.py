@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gantry.agent import RUN_DIR_ENV, STAGING_ENV, newest_record
 from gantry.runs import run_ended
+from launch_contract import RUN_DIR_ENV, STAGING_ENV, newest_record
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from selfplay.stats import END, EVAL_MINUTE, EVAL_STEP, eval_key
+from launch_contract import END_KIND, eval_key
+from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 from train_helpers import records, wait_for_steps
 
 pytestmark = pytest.mark.slow
@@ -43,14 +44,14 @@ def test_train_writes_a_run_then_resumes_at_the_same_step(tmp_path):
     saved = torch.load(run / "ckpt-000000060.pt", weights_only=True)
     assert saved["step"] == 60 and saved["replay"]["z"].shape[0] > 0
     newest = json.loads((run / "stats.jsonl").read_text().splitlines()[-1])  # the run is over: say so last
-    assert (newest["kind"], newest["step"], newest["reason"]) == (END, 60, "max_steps")
+    assert (newest["kind"], newest["step"], newest["reason"]) == (END_KIND, 60, "max_steps")
 
     second = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=90", *FAST)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from" in second.stdout and "at step 60" in second.stdout
     resumed = torch.load(run / "ckpt-000000090.pt", weights_only=True)
     assert resumed["step"] == 90
-    assert [r["step"] for r in records(run, kind=END)] == [60, 90]
+    assert [r["step"] for r in records(run, kind=END_KIND)] == [60, 90]
     assert resumed["counters"]["games"] >= saved["counters"]["games"]  # counters carry over, not restart
     assert f"({saved['replay']['z'].shape[0]} positions in the buffer)" in second.stdout  # the buffer is warm
 
@@ -71,7 +72,7 @@ def test_sigterm_checkpoints_and_exits_0(tmp_path, inference):
         proc.kill()
     assert proc.returncode == 0, out
     assert "SIGTERM: stopping actors and writing a final checkpoint" in out
-    assert records(run, kind=END) == []  # stopped, not over: a Spot node stopped like this is started again
+    assert records(run, kind=END_KIND) == []  # stopped, not over: a Spot node stopped like this is started again
     final = sorted(run.glob("ckpt-*.pt"))[-1]
     assert torch.load(final, weights_only=True)["step"] > 0
 

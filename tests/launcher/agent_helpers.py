@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from gantry.agent import RunSpec
+from launch_contract import RunSpec
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

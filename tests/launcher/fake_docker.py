@@ -6,8 +6,11 @@ The node agent calls it exactly as it calls docker (GANTRY_AGENT_DOCKER points h
     pull IMAGE                            records; fails for an image whose name contains "missing"
     run -d --name N [-e K=V] [-v H:C] ... IMAGE ARGS...
                                           starts FAKE_DOCKER_ENTRYPOINT ARGS (default: python -m selfplay
-                                          launch ARGS) as a process in its own session, output to a log;
-                                          -e values under a container path of -v are moved to the host path
+                                          launch ARGS), or with --entrypoint P this venv's P ARGS, as a
+                                          process in its own session, output to a log; -e values under a
+                                          container path of -v are moved to the host path; --gpus and
+                                          --privileged are recorded; a flag docker_run_args never passes is
+                                          refused (RUN_FLAGS)
     inspect --format F N                  "STATUS EXITCODE" (running | exited), exit 1 if no such container
     image inspect --format F IMAGE        FAKE_DOCKER_IMAGE_USER (the image's USER; default: none, i.e. root)
     logs -f N                             the output so far, then follows it until the process ends
@@ -65,14 +68,25 @@ def status(name: str) -> tuple[str, int]:
     return data["status"], data.get("exit_code", 0)
 
 
+# Every flag the agent's docker_run_args passes (TPU_RUN_ARGS and GANTRY_AGENT_DOCKER_RUN_ARGS included), and how
+# many values each takes; anything else is refused as docker refuses it, so a new flag cannot slip past the tests.
+RUN_FLAGS = {"-d": 0, "--privileged": 0, "--name": 1, "-e": 1, "-v": 1, "--network": 1, "--shm-size": 1,
+             "--label": 1, "--gpus": 1, "--entrypoint": 1, "--user": 1, "--ulimit": 1}
+
+
 def cmd_run(argv: list[str]) -> int:
-    name, env, volumes, i = "", {}, {}, 0
+    name, env, volumes, flags, i = "", {}, {}, {}, 0
     while i < len(argv) and argv[i].startswith("-"):
         flag = argv[i]
-        if flag in ("-d", "--privileged"):  # flags without a value (--privileged: a TPU VM's run)
+        if flag not in RUN_FLAGS:
+            print(f"unknown flag: {flag}", file=sys.stderr)
+            return 125
+        if RUN_FLAGS[flag] == 0:
+            flags[flag] = True
             i += 1
             continue
         value = argv[i + 1]
+        flags[flag] = value
         if flag == "--name":
             name = value
         elif flag == "-e":
@@ -91,8 +105,12 @@ def cmd_run(argv: list[str]) -> int:
         for container, host in volumes.items():
             if val == container or val.startswith(container + "/"):
                 env[key] = host + val[len(container):]
-    entry = shlex.split(os.environ.get("FAKE_DOCKER_ENTRYPOINT", "")) or [sys.executable, "-m", "selfplay", "launch"]
-    save(name, {"name": name, "image": image, "command": [*entry, *args], "env": env, "status": "running"})
+    if "--entrypoint" in flags:  # the agent's own program (torchrun): from this venv, as the image has it on PATH
+        entry = [str(Path(sys.executable).parent / flags["--entrypoint"])]
+    else:  # the image's entry point
+        entry = shlex.split(os.environ.get("FAKE_DOCKER_ENTRYPOINT", "")) or [sys.executable, "-m", "selfplay", "launch"]
+    save(name, {"name": name, "image": image, "command": [*entry, *args], "env": env, "status": "running",
+                "gpus": flags.get("--gpus"), "privileged": "--privileged" in flags})
     supervisor = subprocess.Popen([sys.executable, __file__, "_supervise", name], start_new_session=True,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     data = record(name)

@@ -4,7 +4,8 @@ A ``TwinNode`` boots the way a GCE VM does: the startup script that Terraform re
 infra/modules/startup_script runs as root (its system paths moved under the node's folder, since two
 nodes share this machine) against a local metadata server (FakeMetadata, standing where
 metadata.google.internal would be). It logs the real Docker engine in to the registry with the
-metadata token and installs the agent from instance metadata key ``gantry-agent`` as a systemd unit;
+metadata token and installs the agent from instance metadata key ``gantry-agent`` (and beside it the launch
+contract from ``gantry-contract``) as a systemd unit;
 a stand-in ``systemctl`` starts that unit's ExecStart with its EnvironmentFile, as systemd would.
 From there the real agent pulls the pushed image from a real registry and runs the real trainer in
 the real engine.
@@ -194,7 +195,10 @@ class TwinDeployment:
         self.vms = add_nodes(fake, names)
         for vm in self.vms:  # Spot VMs that stop when preempted, as infra/ creates them with spot = true
             vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
+            # what infra/locals.tf ships: the agent, the launch contract it imports, the startup script
             vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
+                                       {"key": "gantry-contract",
+                                        "value": (REPO / "packages/launch_contract.py").read_text()},
                                        {"key": "startup-script", "value": self.script}]
 
     def boot(self, run_id: str) -> list[TwinNode]:

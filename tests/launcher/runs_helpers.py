@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from gantry.agent import NAMESPACE, RUN_KEY
+from launch_contract import NAMESPACE, RUN_KEY
 
 
 def apply_outputs_module(infra: Path, outputs: dict) -> None:

@@ -8,8 +8,8 @@ import time
 
 import pytest
 from fake_registry import FakeRegistry
-from gantry.agent import RunSpec
 from gantry.status import ExitStatus
+from launch_contract import RunSpec
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
 

@@ -12,22 +12,23 @@ import pytest
 from agent_helpers import wait_until
 from fake_registry import FakeRegistry
 from gantry import runs
-from gantry.agent import (
+from gantry.agent import Settings, docker_run_args
+from gantry.config import DEFAULT_RUN_MAX_MINUTES
+from gantry.status import ExitStatus
+from launch_contract import (
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     NNODES_ENV,
     NODE_RANK_ENV,
     RUN_DIR_ENV,
     RunSpec,
-    Settings,
-    docker_run_args,
+    arena_key,
+    eval_key,
     newest_record,
 )
-from gantry.config import DEFAULT_RUN_MAX_MINUTES
-from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
-from selfplay.stats import RunLog, arena_key, eval_key
+from selfplay.stats import RunLog
 from toytrain.train import train_record
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
@@ -349,7 +350,8 @@ def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, wor
 def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake, world):
     # Run r2 reached max_steps (the trainer's end record is the newest in the bucket); node 1 then powered off
     # idle, its spec still saying start. Starting it would only bill until the next idle shutdown.
-    from selfplay.stats import END, RunLog
+    from launch_contract import END_KIND
+    from selfplay.stats import RunLog
 
     assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
     for vm in world["vms"]:
@@ -357,7 +359,7 @@ def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake
     world["vms"][1]["status"] = "TERMINATED"
     log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
     log.record(500, {"losses/total": 1.0})
-    log.record(500, {"reason": "max_steps"}, kind=END)
+    log.record(500, {"reason": "max_steps"}, kind=END_KIND)
     log.close()
     fake.started.clear()
     result = cli("status", environ=world["environ"])

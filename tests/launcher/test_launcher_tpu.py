@@ -9,8 +9,8 @@ import time
 
 import pytest
 from fake_registry import FakeRegistry
-from gantry.agent import RunSpec, console_log_url
 from gantry.status import ExitStatus
+from launch_contract import RunSpec, console_log_url
 from launcher_helpers import needs_terraform
 from runs_helpers import apply_outputs_module, cluster_outputs
 

@@ -23,8 +23,8 @@ from contextlib import ExitStack
 
 import pytest
 from agent_helpers import wait_until
-from gantry.agent import RunSpec
 from gantry.status import ExitStatus
+from launch_contract import RunSpec
 from launcher_helpers import needs_terraform
 from node_twin import NOT_IN_THE_TWIN, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
@@ -208,7 +208,7 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     """gantry run -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the trainer image,
     under torchrun on both nodes, meeting over gloo at node 0, its output in the bucket and its step in gantry
     status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
-    from gantry.agent import newest_record
+    from launch_contract import newest_record
 
     for rank in range(2):
         stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-toy-{rank}"], capture_output=True,

@@ -7,7 +7,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from selfplay.__main__ import main, resolve_config
-from selfplay.config import SECTIONS, ConfigError, load
+from selfplay.config import SECTIONS, load
+from selfplay.errors import ConfigError
 
 
 def test_packaged_configs_load_and_overrides_apply():

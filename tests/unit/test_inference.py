@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import torch
-from selfplay.config import ConfigError, load
+from selfplay.config import load
+from selfplay.errors import ConfigError
 from selfplay.games import make_game
 from selfplay.inference import NetworkEvaluator, pick_runtime
 from selfplay.model import build_model

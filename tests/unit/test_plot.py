@@ -7,8 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from launch_contract import eval_key
 from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, plot
-from selfplay.stats import EVAL_MINUTE, EVAL_STEP, eval_key
+from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"

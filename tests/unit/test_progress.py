@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from launch_contract import eval_key
 from selfplay.config import Config
-from selfplay.stats import EVAL_MINUTE, EVAL_STEP, clock, eval_key, progress_line
+from selfplay.stats import EVAL_MINUTE, EVAL_STEP, clock, progress_line
 from selfplay.train import _clock
 
 WINDOW = {"charts/step": 1650, "selfplay/games": 12500, "charts/positions_per_s": 518.0,

@@ -48,7 +48,7 @@ def test_a_run_that_records_nothing_leaves_no_empty_event_file(tmp_path):
 
 def test_a_run_dir_that_cannot_be_written_is_one_line_before_anything_starts(tmp_path):
     import pytest
-    from selfplay.config import ConfigError
+    from selfplay.errors import ConfigError
 
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")

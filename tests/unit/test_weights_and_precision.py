@@ -4,7 +4,7 @@ import os
 
 import pytest
 import torch
-from selfplay.config import ConfigError
+from selfplay.errors import ConfigError
 from selfplay.games import ConnectFour
 from selfplay.hardware import cores_per_rank, default_actor_count, physical_cores, precision_for
 from selfplay.model import build_model, fold_batchnorm

@@ -1,6 +1,6 @@
-# The node's boot contract, in one place: which metadata key carries the agent, where it is
-# installed, the systemd unit that runs it, where it logs, and the guest-attribute namespace
-# that reports boot state. The launcher (packages/gantry) reads the same names from outputs.
+# The node's boot contract, in one place: which metadata keys carry the agent and the launch contract it
+# imports, where they are installed, the systemd unit that runs the agent, where it logs, and the guest-attribute
+# namespace that reports boot state. The launcher (packages/gantry) reads the same names from outputs.
 
 locals {
   agent_metadata_key  = "gantry-agent"
@@ -12,6 +12,11 @@ locals {
   guest_attribute_ns  = "gantry"
   registry_login_user = "oauth2accesstoken"
 
+  # The launch contract (packages/launch_contract.py) goes beside the agent, under its module name: python3 puts a
+  # script's own folder first on sys.path, so the agent's `import launch_contract` finds it with no install step.
+  contract_metadata_key = "gantry-contract"
+  contract_path         = "${dirname(local.agent_path)}/launch_contract.py"
+
   script = templatefile("${path.module}/templates/startup.sh.tftpl", {
     deployment_name       = var.deployment_name
     use_gpu               = var.use_gpu
@@ -22,6 +27,8 @@ locals {
     agent_metadata_key    = local.agent_metadata_key
     run_metadata_key      = local.run_metadata_key
     agent_path            = local.agent_path
+    contract_metadata_key = local.contract_metadata_key
+    contract_path         = local.contract_path
     agent_unit            = local.agent_unit
     agent_log_path        = local.agent_log_path
     agent_env_path        = local.agent_env_path

@@ -1,21 +1,11 @@
-output "agent_log_path" {
-  description = "File the agent appends its log to (it also logs to journald as gantry-agent)."
-  value       = local.agent_log_path
-}
-
 output "agent_metadata_key" {
   description = "Instance metadata key whose value is the agent's Python source."
   value       = local.agent_metadata_key
 }
 
-output "agent_path" {
-  description = "Where the startup script installs the agent on the VM."
-  value       = local.agent_path
-}
-
-output "agent_unit" {
-  description = "systemd unit that runs the agent."
-  value       = local.agent_unit
+output "contract_metadata_key" {
+  description = "Instance metadata key whose value is the launch contract's Python source (the agent imports it)."
+  value       = local.contract_metadata_key
 }
 
 output "guest_attribute_namespace" {

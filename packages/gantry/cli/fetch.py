@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gantry import runs
+from gantry import nodes, runs
 from gantry.status import ExitStatus
 
 NAME = "fetch"
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 
 def run(args, env) -> ExitStatus:
     runs.check_run_id(args.run_id)  # before any call: `..` would copy the bucket's runs/ folder, or nothing
-    cluster, _ = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, _ = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     source = cluster.run_url(args.run_id, env.environ)
     target = args.dest / args.run_id
     copied = runs.fetch(source, str(target))

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
+from launch_contract import DONE_STATES
+
 from gantry import runs
-from gantry.agent import DONE_STATES
 from gantry.status import ExitStatus
 
 REATTACH = ("Detached: the run keeps going on the nodes. Re-attach with `make status` or "
@@ -35,16 +36,16 @@ def follow(api, cluster, run_id: str, env, interval: float) -> ExitStatus:
             if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
                 statuses = [api.node_status(node) for node in cluster.nodes]
             for status in statuses:
-                key = (status.state, status.report.get("run"), status.report.get("detail"))
+                key = (status.state, status.report.run, status.report.detail)
                 if seen.get(status.node.rank) != key:
                     seen[status.node.rank] = key
-                    detail = f" ({status.report['detail']})" if status.report.get("detail") else ""
+                    detail = f" ({status.report.detail})" if status.report.detail else ""
                     env.say(f"[node {status.node.rank} {status.node.name}] {status.state}{detail}")
             text, offset = api.output(cluster.master, offset)
             for line in text.splitlines():
                 env.say(f"[node 0] {line}")
-            if all(s.report.get("run") == run_id and s.report.get("state") in DONE_STATES for s in statuses):
-                states = ", ".join(sorted({s.report["state"] for s in statuses}))
+            if all(s.report.run == run_id and s.report.state in DONE_STATES for s in statuses):
+                states = ", ".join(sorted({s.state for s in statuses}))
                 env.say(f"Run {run_id} {states} on every node. Copy it here with `make fetch RUN={run_id}`.")
                 return ExitStatus.OK
             time.sleep(interval)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gantry import runs
+from gantry import nodes
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -31,7 +31,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     if not 0 <= args.node < len(cluster.nodes):
         raise GantryError(f"--node {args.node} does not exist", f"Choose 0..{len(cluster.nodes) - 1}.")
     node = cluster.nodes[args.node]

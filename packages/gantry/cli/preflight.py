@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gantry import config, cost, preflight, project_setup
+from gantry import checks, config, cost, preflight, project_setup
 from gantry.errors import CheckFailed
 from gantry.gcp import Compute, GoogleApis
 from gantry.status import ExitStatus
@@ -45,7 +45,7 @@ def check(deployment, env) -> preflight.Report:
     compute = Compute.connect(env.environ)  # raises with the login command when there are none
     report = preflight.run(deployment, compute, GoogleApis.connect(env.environ))
     first = preflight.Report(deployment)
-    first.add("credentials", preflight.OK, compute.describe_credentials())
+    first.add("credentials", checks.OK, compute.describe_credentials())
     project_setup.check_quota_project(first, compute.credentials, deployment.project_id)
     report.checks[:0] = first.checks
     env.say(*preflight.render(report))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from gantry import images, registry, runs, trainer_check
-from gantry.agent import (
+from launch_contract import (
+    DEFAULT_CONFIG,
     DEFAULT_MASTER_PORT,
     KIND_KEY,
     MASTER_ADDR_ENV,
@@ -18,13 +18,14 @@ from gantry.agent import (
     STEP_KEY,
     TRAIN_KIND,
 )
+
+from gantry import images, nodes, registry, runs, trainer_check
 from gantry.cli.follow import follow
 from gantry.config import RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "run"
-DEFAULT_CONFIG = "connect4"
 HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
 Start the trainer on every node of the deployment. The trainer checks its --config and the flags after --
@@ -94,7 +95,7 @@ def run(args, env) -> ExitStatus:
         trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, [*runs.budget(trainer_args), *trainer_args])
     elif not args.image:  # the trainer image: the laptop holds its packages; an image of your own it cannot see
         trainer_check.check_program(program)
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     check_nothing_runs(api, cluster, run_id, args, env)
     run_url = cluster.run_url(run_id, env.environ)
@@ -127,9 +128,9 @@ def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:
     active = runs.active_runs(statuses)
     if not active or args.replace:
         return
-    held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in nodes)}"
-                     + (f" at step {nodes[0].report['step']}" if nodes[0].report.get("step") is not None else "")
-                     for rid, nodes in sorted(active.items()))
+    held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in holding)}"
+                     + (f" at step {holding[0].report.step}" if holding[0].report.step is not None else "")
+                     for rid, holding in sorted(active.items()))
     question = f"Run {held} is in progress. Stop it (final checkpoint) and start {run_id}?"
     if env.stdin.isatty() and env.confirm(question):
         return

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gantry import config, cost, runs
-from gantry.agent import KIND_KEY, STAGING_ENV, STATES, STATS_FILE, STEP_KEY, TRAIN_KIND
+from launch_contract import KIND_KEY, STAGING_ENV, STATS_FILE, STEP_KEY, TRAIN_KIND, State
+
+from gantry import config, cost, nodes, runs
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -12,7 +13,7 @@ HELP = ("per-node state, run, step and heartbeat, the latest Pons error rates an
         "Spot nodes")
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
-({", ".join(STATES)}),
+({", ".join(s.value for s in State)}),
 how long it has been up since its last start and what that cost at list price (infra/terraform.tfvars,
 as `make cost` prices it), the run, its learner step and how long ago the node last reported. Then the master's latest
 training figures, the newest Pons evaluation (MCTS weak error rate per test set) and the newest
@@ -54,7 +55,7 @@ def node_hourly(args) -> float | None:
 
 
 def run(args, env) -> ExitStatus:
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
     if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
         statuses = [api.node_status(node) for node in cluster.nodes]
@@ -62,32 +63,32 @@ def run(args, env) -> ExitStatus:
     # UP and COST last: scripts (and the node twin) read the first columns by position
     env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  {'HEARTBEAT':<10} {'UP':>6} {'COST':>7}")
     for s in statuses:
-        step, up = s.report.get("step"), s.uptime_s()
+        step, up = s.report.step, s.uptime_s()
         spent = "-" if up is None or hourly is None else f"${hourly * up / 3600:.2f}"  # since its last start
-        env.say(f"{s.node.rank:<5} {s.node.name:<24} {s.state:<14} {s.report.get('run') or '-':<24} "
+        env.say(f"{s.node.rank:<5} {s.node.name:<24} {s.state:<14} {s.report.run or '-':<24} "
                 f"{'-' if step is None else step:>8}  {_age(s.heartbeat_age_s()):<10} {_uptime(up):>6} {spent:>7}")
     for s in statuses:
-        if s.report.get("detail"):
-            env.say(f"node {s.node.rank}: {s.report['detail']}")
+        if s.report.detail:
+            env.say(f"node {s.node.rank}: {s.report.detail}")
         elif s.boot.startswith("error"):
             env.say(f"node {s.node.rank} boot {s.boot}")
     master = statuses[0].report
-    if master.get("figures"):
-        env.say("master: " + runs.describe_figures(master["step"], master["figures"]))
+    if master.figures:
+        env.say("master: " + runs.describe_figures(master.step, master.figures))
     own_program = statuses[0].spec is not None and statuses[0].spec.torchrun
-    if master.get("run") and own_program:  # Pons and the arena are the selfplay trainer's
-        if master.get("step") is None:
+    if master.run and own_program:  # Pons and the arena are the selfplay trainer's
+        if master.step is None:
             env.say(f'master: no "{KIND_KEY}": "{TRAIN_KIND}" record with a "{STEP_KEY}" in the program\'s '
                     f"{STATS_FILE} under {STAGING_ENV} yet")
-    elif master.get("run"):
-        pons = runs.latest_pons_errors(cluster.run_url(master["run"], env.environ))
+    elif master.run:
+        pons = runs.latest_pons_errors(cluster.run_url(master.run, env.environ))
         if pons:
             step, errors = pons
             table = "  ".join(f"{name} {value:.1%}" for name, value in sorted(errors.items()))
             env.say(f"Pons MCTS weak errors at step {step}: {table}")
         else:
             env.say("Pons: no evaluation in stats.jsonl yet")
-        arena = runs.latest_arena(cluster.run_url(master["run"], env.environ))
+        arena = runs.latest_arena(cluster.run_url(master.run, env.environ))
         if arena:
             env.say(runs.describe_arena(*arena))
     runs.require_nodes(statuses)

@@ -6,8 +6,9 @@ import dataclasses
 import time
 from pathlib import Path
 
-from gantry import config, runs
-from gantry.agent import DONE_STATES
+from launch_contract import DONE_STATES, State
+
+from gantry import config, nodes
 from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
@@ -45,7 +46,7 @@ def run(args, env) -> ExitStatus:
     if args.power_off and args.no_wait:  # powering off before the trainer wrote its checkpoint would lose it
         raise GantryError("--power-off waits for the final checkpoint, and --no-wait would not",
                           "Drop --no-wait (make stop ARGS=\"-y --power-off\").")
-    cluster, api = runs.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
+    cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     specs = {node: api.read_spec(node) for node in cluster.nodes}
     active = {node: spec for node, spec in specs.items() if spec and spec.action == "start"}
     if not active:
@@ -73,8 +74,8 @@ def run(args, env) -> ExitStatus:
     while pending and time.monotonic() < deadline:
         for node in list(pending):
             status = api.node_status(node)
-            if not status.up or status.report.get("state") in (*DONE_STATES, "idle"):
-                step = status.report.get("step")
+            if not status.up or status.report.state in (*DONE_STATES, State.IDLE):
+                step = status.report.step
                 env.say(f"  node {node.rank} {node.name}: {status.state}" + (f" at step {step}" if step else ""))
                 del pending[node]
         if pending:

@@ -61,9 +61,6 @@ class ConnectFour(Game):
         opp = bit_planes(states[:, 0] ^ states[:, 1], _CELL_BITS)
         return np.stack([own, opp], axis=1).reshape(len(states), 2, HEIGHT, WIDTH)
 
-    def moves_played(self, states: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(states[:, 1]).astype(np.int64)
-
     def render(self, state: np.ndarray) -> str:
         planes = self.encode(state.reshape(1, -1))[0]
         to_move_is_first = int(np.bitwise_count(state[1])) % 2 == 0

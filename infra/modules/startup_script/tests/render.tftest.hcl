@@ -58,8 +58,12 @@ run "contract_outputs" {
   }
 
   assert {
-    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && output.agent_path == "/opt/gantry/agent.py"
+    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && strcontains(output.script, "readonly agent_path=\"/opt/gantry/agent.py\"")
     error_message = "The launcher relies on these names: gantry-agent, gantry-run, /opt/gantry/agent.py."
+  }
+  assert {
+    condition     = output.contract_metadata_key == "gantry-contract" && strcontains(output.script, "readonly contract_path=\"/opt/gantry/launch_contract.py\"")
+    error_message = "The launch contract comes from metadata key gantry-contract and goes beside the agent as launch_contract.py, the name it imports."
   }
 }
 

@@ -1,0 +1,253 @@
+"""The launch contract: what the laptop, the node agent, the container and the program in it agree on.
+
+One stdlib-only file that imports nothing of Gantry's, because it runs in four places:
+
+    laptop (gantry)  --run spec (metadata RUN_KEY)-->  VM agent  --env (*_ENV)-->  container: selfplay, toytrain, yours
+    laptop (gantry)  <--report (guest attribute NAMESPACE/REPORT_KEY)--  VM agent  <--stats.jsonl (STATS_FILE)--  program
+
+The launcher (packages/gantry) and the trainers (packages/selfplay, packages/toytrain) import it as the module
+``launch_contract`` (pyproject's py-modules); the node agent imports it the same way on the VM, where Terraform
+ships this file as instance metadata key ``gantry-contract`` and the startup script writes it beside agent.py
+(infra/modules/startup_script). So a name two layers share is defined here once; ``selfplay`` and ``gantry``
+never import each other (tests/unit/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import glob
+import json
+import os
+import re
+
+# ---- where the launcher and the agent meet: instance metadata and guest attributes -----------------------------
+# Terraform's startup_script module renders the same two names into agent.env (run_metadata_key,
+# guest_attribute_namespace); Terraform's ignore_changes blocks (infra/main.tf, infra/tpu.tf) must spell RUN_KEY out,
+# since ignore_changes takes no expressions.
+RUN_KEY = "gantry-run"  # instance metadata key of the run spec (RunSpec.to_json)
+NAMESPACE = "gantry"  # guest-attribute namespace; boot state is NAMESPACE/boot (the startup script)
+REPORT_KEY = "agent"  # the agent's one guest attribute, NAMESPACE/REPORT_KEY: a Report as JSON
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+# ---- what the container gets: the rendezvous, the run's folder --------------------------------------------------
+DEFAULT_CONFIG = "connect4"  # the packaged trainer config a run uses unless told (selfplay's and gantry run's)
+DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
+# What every container gets in its environment (the agent's docker_run_args), whichever program it runs:
+# torchrun's rendezvous as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for
+# its staged copy.
+NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"
+NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
+LOCAL_RANK_ENV = "LOCAL_RANK"  # set by torchrun in each rank's process: which GPU of the node is its own
+RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
+STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
+STAGING = "/runs/staging"  # STAGING_ENV's value in the container
+PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
+
+# ---- stats.jsonl: how a program tells the agent (and `gantry status`) its progress ------------------------------
+# One JSON object a line. The newest line with KIND_KEY == TRAIN_KIND and a STEP_KEY is the step `gantry status`
+# shows, with any REPORTED_FIGURES (newest_record).
+STATS_FILE = "stats.jsonl"
+KIND_KEY, STEP_KEY = "kind", "step"
+TRAIN_KIND = "train"
+# The record a program writes last when it reached its budget: the run is over, and `gantry status` leaves a Spot
+# node that powered off after it alone instead of starting it to resume (gantry.runs.run_ended).
+END_KIND = "end"
+EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
+ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
+LOSS_KEY = "losses/total"
+# The keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how `gantry status`
+# shows each.
+REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
+                    "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
+# A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
+CONSOLE_LOG = "logs/node-{rank}.log"
+
+
+def console_log_url(run_dir: str, rank: int) -> str:
+    return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
+
+
+def eval_key(test_set: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
+    return f"{EVAL}/{test_set}/{measure}"
+
+
+def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
+    """{set: value} of one measure in a stats.jsonl record (empty for records without an evaluation)."""
+    figures = {}
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        test_set, _, kind = rest.rpartition("/")
+        if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
+            figures[test_set] = float(value)
+    return figures
+
+
+def arena_key(opponent: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>.
+
+    An "arena" record holds, for the newest checkpoint of the run (the record's step):
+    arena/elo, arena/elo_sd (its Elo on the ladder where random = 0, and the standard error),
+    arena/games, arena/simulations, and for every opponent (random, greedy, minimax<k>, mcts<n>,
+    earlier checkpoints as step-<N>): arena/<opponent>/elo, and the newest's results against it,
+    arena/<opponent>/wins, draws, losses, score ((W + D/2) / games), score_low and score_high
+    (Wilson 95% interval on the score).
+    """
+    return f"{ARENA}/{opponent}/{measure}"
+
+
+def arena_figures(record: dict) -> dict[str, dict[str, float]]:
+    """{opponent: {measure: value}} of an arena record (empty for other records)."""
+    figures: dict[str, dict[str, float]] = {}
+    if record.get(KIND_KEY) != ARENA:
+        return figures
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        opponent, _, measure = rest.rpartition("/")
+        if namespace == ARENA and opponent and isinstance(value, (int, float)):
+            figures.setdefault(opponent, {})[measure] = float(value)
+    return figures
+
+
+def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
+    """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the program's own output:
+    selfplay writes train records every few seconds, eval records beside them)."""
+    files = glob.glob(os.path.join(folder, "**", STATS_FILE), recursive=True)
+    if not files:
+        return None
+    try:
+        with open(max(files, key=os.path.getmtime), "rb") as stats:
+            stats.seek(0, os.SEEK_END)
+            stats.seek(max(0, stats.tell() - 16384))
+            lines = stats.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the first line of the tail, cut in half, or a line being written
+        if isinstance(record, dict) and record.get(KIND_KEY) == kind and STEP_KEY in record:
+            return record
+    return None
+
+
+# ---- the run spec: what the launcher asks of each node ---------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What one node runs: the same run and trainer flags on every node, each node its rank.
+
+    ``launched_at`` is a launch's identity: the same run resumed is a new launch the agent acts on."""
+
+    run_id: str
+    image: str  # a digest-pinned reference: every node runs the same bits
+    node_rank: int
+    nnodes: int
+    master_addr: str
+    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS), or with torchrun
+    # the program: `-m MODULE ARGS` or `SCRIPT ARGS`
+    master_port: int = DEFAULT_MASTER_PORT
+    nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
+    gpu: bool = False
+    tpu: bool = False  # a Cloud TPU VM: the container gets the TPU chips (TPU_RUN_ARGS) and PJRT_DEVICE=TPU
+    action: str = "start"  # start | stop
+    launched_at: str = ""
+    run_dir: str = ""  # the run's directory (RUN_DIR_ENV): gs://BUCKET/runs/RUN_ID
+    # True: the container runs `torchrun RENDEZVOUS ARGS` (the agent's torchrun_args), not the image's entry point:
+    # your own trainer, from your image or a package under packages/ in the trainer image.
+    torchrun: bool = False
+
+    def __post_init__(self):
+        if not RUN_ID.fullmatch(str(self.run_id)):
+            raise ValueError(f"run_id {self.run_id!r} (lowercase letters, digits, . _ -; at most 63)")
+        if self.action not in ("start", "stop"):
+            raise ValueError(f"action {self.action!r} (start or stop)")
+        if not 0 <= int(self.node_rank) < int(self.nnodes):
+            raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
+        if self.torchrun and not self.args:
+            raise ValueError("torchrun with no program (args: -m MODULE ARGS or SCRIPT ARGS)")
+        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+
+    @property
+    def launch_id(self) -> str:
+        return f"{self.run_id}@{self.launched_at}"
+
+    @property
+    def container(self) -> str:
+        """The container's name: one per run and node, so nodes sharing an engine never collide."""
+        return f"gantry-run-{self.run_id}-{self.node_rank}"
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> RunSpec:
+        """The spec from the metadata value; ValueError names what is wrong."""
+        try:
+            data = json.loads(raw)
+            fields = {f.name for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in fields and v is not None})
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(str(exc)) from None
+
+
+# ---- the report: what the agent tells the launcher --------------------------------------------------------------
+class State(str, enum.Enum):
+    """The agent's state, as its report carries it (a str, so the JSON and `gantry status` show the value)."""
+
+    IDLE = "idle"
+    PULLING = "pulling"
+    RUNNING = "running"
+    RESTARTING = "restarting"
+    STOPPING = "stopping"
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    ERROR = "error"
+    POWERING_OFF = "powering-off"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def active(self) -> bool:
+        """A run holds the node: it does not idle towards a power-off, and `gantry run` will not start another."""
+        return self in ACTIVE_STATES
+
+
+ACTIVE_STATES = frozenset({State.PULLING, State.RUNNING, State.RESTARTING, State.STOPPING})
+DONE_STATES = frozenset({State.FINISHED, State.STOPPED})
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """The agent's guest attribute NAMESPACE/REPORT_KEY: its state, the run it holds, the run's progress."""
+
+    state: State | None = None  # None: no report yet (the node is booting, or its agent never wrote)
+    run: str = ""
+    node_rank: int | None = None
+    step: int | None = None  # the newest training step in the run's stats.jsonl (rank 0's node)
+    figures: dict = dataclasses.field(default_factory=dict)  # REPORTED_FIGURES' keys of that record
+    detail: str = ""  # why: the error, the exit code, what is being pulled
+    heartbeat: int | None = None  # epoch seconds of the write: a stale report means a dead agent or node
+
+    def to_json(self) -> str:
+        return json.dumps({**dataclasses.asdict(self), "state": self.state.value if self.state else None})
+
+    @classmethod
+    def from_json(cls, raw: str) -> Report:
+        """The report from the attribute's value; an empty or unreadable value is no report (Report())."""
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            state = State(data.get("state")) if data.get("state") else None
+        except ValueError:
+            state = None  # a newer agent's state this launcher does not know: shown as no report
+        figures = data.get("figures")
+        return cls(state=state, run=str(data.get("run") or ""), node_rank=data.get("node_rank"),
+                   step=data.get("step"), figures=figures if isinstance(figures, dict) else {},
+                   detail=str(data.get("detail") or ""), heartbeat=data.get("heartbeat"))

@@ -1,0 +1,42 @@
+"""fake_docker understands every flag the agent passes, or refuses it: what test_agent.py proves with it holds for
+the real engine's command line (the node twin runs the real engine)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_helpers import FAKE_DOCKER
+from gantry.agent import Settings, docker_run_args
+from launch_contract import RunSpec
+
+
+def docker(state: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(FAKE_DOCKER), *args], env={"FAKE_DOCKER_STATE": str(state),
+                          "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu", "tpu", "torchrun"])
+def test_every_flag_of_the_agents_docker_run_is_understood(tmp_path, kind):
+    run = RunSpec(run_id="r1", image="repo/img@sha256:abc", node_rank=0, nnodes=1, master_addr="127.0.0.1",
+                  gpu=kind == "gpu", tpu=kind == "tpu", torchrun=kind == "torchrun",
+                  args=("-m", "this") if kind == "torchrun" else ("--run.max_steps=0",))
+    args = docker_run_args(run, str(tmp_path / "runs"), Settings({"GANTRY_AGENT_DOCKER_RUN_ARGS": "-v /b:/b"}))
+    try:
+        result = docker(tmp_path, *args)
+        assert result.returncode == 0, result.stderr
+        container = json.loads((tmp_path / f"{run.container}.json").read_text())
+    finally:
+        docker(tmp_path, "rm", "-f", run.container)  # the command is real: stop it before it trains
+    assert container["gpus"] == ("all" if kind == "gpu" else None)
+    assert container["privileged"] is (kind == "tpu")
+    if kind == "torchrun":  # --entrypoint torchrun replaces the image's entry point
+        assert Path(container["command"][0]).name == "torchrun" and container["command"][-2:] == ["-m", "this"]
+    else:
+        assert container["command"][1:4] == ["-m", "selfplay", "launch"] and container["command"][-1] == args[-1]
+
+
+def test_a_flag_the_agent_never_passes_is_refused_as_docker_refuses_it(tmp_path):
+    result = docker(tmp_path, "run", "-d", "--name", "x", "--cpus", "2", "repo/img")
+    assert result.returncode == 125 and "unknown flag: --cpus" in result.stderr

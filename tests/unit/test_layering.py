@@ -1,0 +1,94 @@
+"""The layering, read from the source: the trainer and the launcher meet only in the launch contract.
+
+    laptop (gantry) -> Terraform (infra/) -> VM agent (gantry/agent.py + launch_contract.py) -> container -> trainer
+
+selfplay and toytrain run in the container and gantry on the laptop (its agent on the VM); a name both sides need
+lives in launch_contract.py, which imports nothing of Gantry's, so that it can ship to the VM beside the agent.
+"""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGES = Path(__file__).resolve().parents[2] / "packages"
+CONTRACT = PACKAGES / "launch_contract.py"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every absolute module an import statement in ``path`` names, at any depth (function-level imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def top_level(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [("selfplay", "gantry"), ("gantry", "selfplay"),
+                                                     ("toytrain", "gantry"), ("toytrain", "selfplay")])
+def test_the_trainers_and_the_launcher_do_not_import_each_other(package, forbidden):
+    files = sorted((PACKAGES / package).rglob("*.py"))
+    assert files, f"no modules under packages/{package}"
+    crossing = [f"{path.relative_to(PACKAGES)}" for path in files if forbidden in top_level(imported_modules(path))]
+    assert crossing == [], f"{package} imports {forbidden}; share the name through launch_contract.py instead"
+
+
+def test_the_contract_is_a_stdlib_leaf():
+    """It ships to the VM as one file beside the agent and runs on the system Python: nothing else is there."""
+    imported = top_level(imported_modules(CONTRACT))
+    assert {name for name in imported if name not in sys.stdlib_module_names} == set()
+
+
+def test_the_agent_imports_only_the_stdlib_and_the_contract():
+    """The agent's file and the contract are all the VM gets (infra/locals.tf): no other module of Gantry's."""
+    imported = top_level(imported_modules(PACKAGES / "gantry" / "agent.py"))
+    assert {name for name in imported if name not in sys.stdlib_module_names} == {"launch_contract"}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """{module: the modules of packages/ it imports}, function-level imports included; `from package import sub`
+    names the submodule, not the package (a package importing its own submodules is no cycle)."""
+    modules = {}
+    for path in PACKAGES.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGES).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                subs = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
+                edges.update(subs or {base})
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def test_no_import_cycle_inside_a_package():
+    """A cycle forces function-level imports and an import order that works by luck: shared names go down a layer
+    (launch_contract, selfplay.errors, gantry.checks, gantry.nodes)."""
+    graph, cycles = module_graph(), []
+
+    def walk(start, node, path):
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                cycles.append(" -> ".join([*path, start]))
+            elif nxt not in path and nxt > start:  # each cycle once, from its smallest module
+                walk(start, nxt, [*path, nxt])
+
+    for module in sorted(graph):
+        walk(module, module, [module])
+    assert cycles == []
