@@ -111,10 +111,25 @@ def cuda_packages(report: list[dict]) -> tuple[list[str], str | None]:
     return names, cuda
 
 
+def installed_torch(python: str) -> tuple[str, list[str]] | None:
+    """(version, Requires-Dist) of the torch PYTHON already imports, without importing it; None when it has none."""
+    code = ("import json, importlib.metadata as m\n"
+            "try:\n    d = m.distribution('torch')\nexcept m.PackageNotFoundError:\n    print('null')\n"
+            "else:\n    print(json.dumps([d.version, d.requires or []]))")
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    found = json.loads(result.stdout or "null") if result.returncode == 0 else None
+    return tuple(found) if found else None
+
+
 def install(python: str, requirements: list[str]) -> int:
     """The laptop's torch (see the module's docstring); returns pip's exit status."""
     pins = load()
     spec = os.environ.get("TORCH_SPEC", "")
+    have = installed_torch(python) if not (spec or requirements) else None
+    if have and have[0].split("+")[0] == pins["torch"] and cuda_of(have[1]) is None:
+        # already there (a dev container's venv sees the image's torch): nothing to fetch, nothing to refuse
+        print(f"torch: {have[0]} (CPU-only) is already installed", file=sys.stderr)
+        return 0
     if spec:  # the user's deliberate choice (a GPU laptop, another version): installed as given
         index = os.environ.get("TORCH_INDEX_URL")
         print(f"torch: {spec} as TORCH_SPEC asks{f', from {index}' if index else ''}", file=sys.stderr)

@@ -63,7 +63,36 @@ def laptop(torch_pins, monkeypatch):
         returncode = 0
 
     monkeypatch.setattr(torch_pins, "_pip", lambda python, *args, **kw: calls.append(args) or Done())
+    monkeypatch.setattr(torch_pins, "installed_torch", lambda python: None)  # a fresh venv
     return calls
+
+
+def test_a_venv_that_already_has_the_pinned_cpu_torch_installs_nothing(torch_pins, laptop, monkeypatch, capsys):
+    """A dev container's venv sees the image's torch: no index is asked, so none out of reach can refuse it."""
+    pins = torch_pins.load()
+    monkeypatch.setattr(torch_pins, "installed_torch", lambda python: (f"{pins['torch']}+cpu", ["filelock"]))
+    monkeypatch.setattr(torch_pins, "would_install", lambda python, args: pytest.fail("asked pip"))
+    assert torch_pins.install("python", []) == 0 and laptop == []
+    assert capsys.readouterr().err.strip() == f"torch: {pins['torch']}+cpu (CPU-only) is already installed"
+
+
+def test_an_installed_cuda_build_or_another_version_is_not_taken_for_the_pin(torch_pins, laptop, monkeypatch):
+    pins = torch_pins.load()
+    monkeypatch.setattr(torch_pins, "unreachable", lambda url, timeout=10: None)
+    monkeypatch.setattr(torch_pins, "would_install", lambda python, args: report(("torch", f"{pins['torch']}+cpu")))
+    for have in [(pins["torch"], ["cuda-toolkit[cudart]==13.0.3"]), ("2.3.0+cpu", [])]:
+        monkeypatch.setattr(torch_pins, "installed_torch", lambda python, have=have: have)
+        laptop.clear()
+        assert torch_pins.install("python", []) == 0 and laptop and laptop[-1][0] == "install"
+
+
+def test_installed_torch_reads_this_venvs_torch_without_importing_it(torch_pins):
+    import sys
+
+    import torch
+
+    version, _requires = torch_pins.installed_torch(sys.executable)
+    assert version == torch.__version__
 
 
 def test_a_linux_laptop_that_reaches_only_pypis_cuda_build_is_told_in_one_line(torch_pins, laptop, monkeypatch,
