@@ -23,6 +23,7 @@ AREAS = (
     ("tests/launcher/", "launcher"),
     ("tests/integration/", "integration"),
     ("tests/unit/", "unit"),
+    ("tests/index/", "index"),
 )
 
 

@@ -64,4 +64,9 @@ import torch_xla  # noqa: F401  (fails here, not in a test, when the pair does n
 print(f"xla_venv: torch {torch.__version__}, torch_xla {metadata.version('torch-xla')}")
 PY
 cp "$pins" "$stamp"
+# Venvs made for other pins or another pyproject.toml are stale here: ~7 GB each, so they go (a clone that still
+# wants one makes it again).
+for stale in "$(dirname "$venv")"/venv-xla-*; do
+    case "$stale" in "$venv"|"$venv.lock") ;; *) rm -rf "$stale" ;; esac
+done
 echo "xla_venv: ready in $(( $(date +%s) - start )) s, $(du -sm "$venv" | cut -f1) MB"

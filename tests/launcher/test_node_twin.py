@@ -80,7 +80,10 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
 
     with ExitStack() as stack:
         # make build-train ARGS=--no-push, as the README has it: the image is built before anything bills
+        before = docker("image", "inspect", "--format", "{{.Id}}", "gantry-trainer:cpu").stdout.strip()
         built = gantry("build", *readme_args["build"], "--base-image", BASE_IMAGE)
+        if before and before != docker("image", "inspect", "--format", "{{.Id}}", "gantry-trainer:cpu").stdout.strip():
+            docker("image", "rm", before)  # the last run's image, now untagged: gigabytes on vfs storage
         assert built.status == ExitStatus.OK, built.output[-3000:]
         assert "--no-push" in readme_args["build"] and "Not pushed" in built.stdout, built.stdout[-2000:]
         phase("built, not pushed")

@@ -3,6 +3,7 @@ variables, and every documented target in exactly one group (the maintainers' on
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -52,8 +53,10 @@ def test_help_lists_the_user_groups_in_order_with_the_variables_and_no_maintaine
 @pytest.mark.parametrize("words, unknown", [(["CONFG=x.yaml"], "CONFG"), (["RUNDIR=r", "CONFG=x"], "CONFG RUNDIR"),
                                             (["CONFIG=x.yaml", "RUN_DIR=r", "TORCH_INDEX_URL=u"], None)])
 def test_a_command_line_variable_no_makefile_reads_gets_one_warning(words, unknown):
+    # as typed at a shell: under `make test` the outer make's MAKELEVEL and MAKEFLAGS would reach this make
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "train-local", *words],
-                            capture_output=True, text=True, timeout=30, check=True)
+                            capture_output=True, text=True, timeout=30, check=True, env=env)
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     if unknown is None:
         assert warnings == []
