@@ -75,22 +75,24 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
 
 
 def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device, progress: float = 0.0,
-          saved_step: int | None = None) -> tuple[bool, bool, float, int | None]:
-    """(all ranks ready, any rank stopping, mean progress, rank 0's newest checkpoint step). One 4-int all-reduce;
-    free without a process group.
+          saved_step: int | None = None, out_of_time: bool = False) -> tuple[bool, bool, float, int | None, bool]:
+    """(all ranks ready, any rank stopping, mean progress, rank 0's newest checkpoint step, any rank out of its time
+    budget). One 5-int all-reduce; free without a process group.
 
     ``progress`` (0..1 of the time budget) sets the learning rate: ranks' clocks differ slightly, and
     one rate on every rank keeps DDP's replicas identical. ``saved_step`` counts on rank 0 only, the one
     that writes checkpoints: a rank that loses rank 0 can then say which checkpoint the run resumes from.
+    ``out_of_time`` is agreed for the same reason as progress: the rank whose clock runs out first stops every rank,
+    and rank 0, which records why the run ended, must know it was the budget.
     """
     if not info.enabled:
-        return ready, stop, progress, saved_step
+        return ready, stop or out_of_time, progress, saved_step, out_of_time
     saved = saved_step + 1 if info.is_main and saved_step is not None else 0  # 0: none
-    flags = torch.tensor([0 if ready else 1, 1 if stop else 0, round(min(1.0, max(0.0, progress)) * 100_000), saved],
-                         dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
+    flags = torch.tensor([0 if ready else 1, 1 if stop else 0, round(min(1.0, max(0.0, progress)) * 100_000), saved,
+                          1 if out_of_time else 0], dtype=torch.int64, device=device if info.backend == "nccl" else "cpu")
     dist.all_reduce(flags, op=dist.ReduceOp.SUM)
-    return (int(flags[0]) == 0, int(flags[1]) > 0, int(flags[2]) / 100_000 / info.world_size,
-            int(flags[3]) - 1 if int(flags[3]) else None)
+    return (int(flags[0]) == 0, int(flags[1]) > 0 or int(flags[4]) > 0, int(flags[2]) / 100_000 / info.world_size,
+            int(flags[3]) - 1 if int(flags[3]) else None, int(flags[4]) > 0)
 
 
 def first_words(text: str, limit: int = 160) -> str:

@@ -171,8 +171,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             elapsed = time.monotonic() - started
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
                           (cfg.run.max_minutes and elapsed >= 60 * cfg.run.max_minutes)
-            ready_step, stopping, progress, saved_step = agree(has_batch, bool(stop) or bool(out_of_time), info,
-                                                               device, _time_progress(cfg, elapsed), saved_step)
+            ready_step, stopping, progress, saved_step, out_of_time = agree(
+                has_batch, bool(stop), info, device, _time_progress(cfg, elapsed), saved_step, bool(out_of_time))
             if stopping:
                 break
             if not ready_step:

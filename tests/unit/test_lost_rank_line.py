@@ -5,7 +5,8 @@ from selfplay.train import lost_rank_line
 
 
 def test_alone_agree_passes_its_own_answers_through_with_the_checkpoint_step():
-    assert agree(True, False, DistInfo(), "cpu", 0.5, 40) == (True, False, 0.5, 40)
+    assert agree(True, False, DistInfo(), "cpu", 0.5, 40) == (True, False, 0.5, 40, False)
+    assert agree(True, False, DistInfo(), "cpu", 1.0, 40, out_of_time=True)[1::3] == (True, True)
     assert agree(False, True, DistInfo(), "cpu")[3] is None
 
 
