@@ -198,7 +198,7 @@ def rank_scaling(config: str, seconds: float) -> list[dict]:
     return rows
 
 
-def inference_placement(config: str, seconds: float) -> list[dict]:
+def inference_placement(config: str, seconds: float, extra: tuple[str, ...] = ()) -> list[dict]:
     """Whole-run positions/s with each actor running the net itself vs. the learner's device answering all leaves.
 
     On a GPU node the second is the point of leaf_server.py, for fp32 actors: where the CPU has bf16 both
@@ -213,7 +213,7 @@ def inference_placement(config: str, seconds: float) -> list[dict]:
         for mode in ("local", "learner"):
             rows.append({"inference": mode, "device": device, "actor_precision": precision,
                          **timed_training(config, seconds, [f"--actors.inference={mode}", f"--run.device={device}",
-                                                            f"--actors.precision={precision}"])})
+                                                            f"--actors.precision={precision}", *extra])})
             rows[-1]["vs_local"] = rows[-1]["positions_per_s"] / rows[-2 if mode == "learner" else -1]["positions_per_s"]
             print(f"inference {mode} ({device}, actors {precision}): {rows[-1]['positions_per_s']:.0f} positions/s, "
                   f"{rows[-1]['learner_steps']} learner steps", flush=True)
@@ -345,8 +345,11 @@ def main() -> int:
         report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
                                          10 if args.quick else args.scaling_seconds)
     if args.placement_seconds:
-        report["inference_placement"] = inference_placement("tictactoe" if args.quick else "connect4",
-                                                            10 if args.quick else args.placement_seconds)
+        # --quick is a smoke run of every path: a small first batch, so the learner steps within its 10 s even on
+        # a machine busy with other tests (a full tic-tac-toe buffer took longer than that under make test's workers)
+        report["inference_placement"] = inference_placement(
+            "tictactoe" if args.quick else "connect4", 10 if args.quick else args.placement_seconds,
+            ("--learner.min_replay=64", "--learner.batch_size=32") if args.quick else ())
 
     run_dirs = [Path(r) for r in args.from_run.split(",") if r]
     # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32
