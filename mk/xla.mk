@@ -7,7 +7,7 @@
 #   make test-xla                 # the XLA tests (make test runs them too, making the venv on first use)
 
 # Outside the clone, keyed by what it is made from (scripts/cache_dir.sh): made once per machine and pins.
-XLA_VENV ?= $(shell bash scripts/cache_dir.sh venv-xla packages/selfplay/data/xla-requirements.txt pyproject.toml)
+XLA_VENV ?= $(shell bash scripts/xla_venv.sh --path)
 
 .PHONY: xla-venv test-xla
 

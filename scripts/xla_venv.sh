@@ -4,6 +4,7 @@
 # The XLA tests run the trainer there on torch_xla's CPU device (PJRT_DEVICE=CPU); on a TPU VM outside Docker
 # the same venv trains on the TPU (add libtpu: .venv-xla/bin/pip install 'torch-xla[tpu]').
 #
+#   scripts/xla_venv.sh --path        # prints that default and makes nothing
 #   scripts/xla_venv.sh [VENV]        # default: a folder outside the clone keyed by the pins and pyproject.toml
 #                                     # (scripts/cache_dir.sh), so every clone on this machine shares one
 #
@@ -20,7 +21,13 @@
 # then skip, saying so).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-venv="${1:-$(bash "$root/scripts/cache_dir.sh" venv-xla packages/selfplay/data/xla-requirements.txt pyproject.toml)}"
+# The one place that says what the venv's key is made of; `xla_venv.sh --path` prints the default (mk/xla.mk, the tests).
+default="$(bash "$root/scripts/cache_dir.sh" venv-xla packages/selfplay/data/xla-requirements.txt pyproject.toml)"
+if [ "${1:-}" = --path ]; then
+    echo "$default"
+    exit 0
+fi
+venv="${1:-$default}"
 mkdir -p "$(dirname "$venv")"
 pins="$root/packages/selfplay/data/xla-requirements.txt"
 stamp="$venv/.gantry-xla-pins"

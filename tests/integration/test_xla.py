@@ -18,10 +18,6 @@ from selfplay.checkpoint import load
 from train_helpers import records
 
 ROOT = Path(__file__).resolve().parents[2]
-# Outside the clone, keyed by the pins and pyproject.toml (scripts/cache_dir.sh): a second clone reuses it.
-VENV = Path(os.environ.get("GANTRY_XLA_VENV") or subprocess.run(
-    ["bash", str(ROOT / "scripts/cache_dir.sh"), "venv-xla", "packages/selfplay/data/xla-requirements.txt",
-     "pyproject.toml"], capture_output=True, text=True, check=True, timeout=60).stdout.strip())
 # tiny budgets: a few learner steps after a 128-position buffer
 # fp32 actors: actors.inference=auto then serves their leaves from the XLA device on every CPU (with bf16 it would
 # leave them on the actor's core, hardware.leaves_served_by_learner)
@@ -55,18 +51,22 @@ def test_run_device_xla_without_torch_xla_is_one_line_naming_the_pins(tmp_path):
 
 @pytest.fixture(scope="module")
 def xla_python() -> str:
-    """The XLA venv's python, made by scripts/xla_venv.sh when missing; a skip with the script's reason otherwise."""
+    """The XLA venv's python, made by scripts/xla_venv.sh when missing; a skip with the script's reason otherwise.
+    The venv is GANTRY_XLA_VENV, else the script's own default outside the clone (`xla_venv.sh --path`)."""
+    venv = Path(os.environ.get("GANTRY_XLA_VENV") or subprocess.run(
+        ["bash", str(ROOT / "scripts/xla_venv.sh"), "--path"], capture_output=True, text=True, check=True,
+        timeout=60).stdout.strip())
     try:
         # TORCH_ALLOW_CUDA=1: where PyTorch's CPU index is out of reach (this project's machines reach PyPI only)
         # the pinned torch is PyPI's CUDA build; the tests take it, as before, rather than skip (one line says so).
-        made = subprocess.run(["bash", str(ROOT / "scripts/xla_venv.sh"), str(VENV)], capture_output=True,
+        made = subprocess.run(["bash", str(ROOT / "scripts/xla_venv.sh"), str(venv)], capture_output=True,
                               text=True, timeout=1800, check=False, env={**os.environ, "TORCH_ALLOW_CUDA": "1"})
     except subprocess.TimeoutExpired:
         pytest.skip("scripts/xla_venv.sh took over 30 minutes (a slow mirror?): no XLA venv")
     if made.returncode != 0:
         reason = (made.stderr.strip() or made.stdout.strip()).splitlines()[-1:] or ["no output"]
         pytest.skip(f"no XLA venv (scripts/xla_venv.sh failed: {reason[0][:300]})")
-    return str(VENV / "bin/python")
+    return str(venv / "bin/python")
 
 
 def xla_selfplay(python: str, *args, timeout=600):
