@@ -56,9 +56,10 @@ END_KIND = "end"
 EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
 ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
 LOSS_KEY = "losses/total"
+POSITIONS_PER_S_KEY = "charts/positions_per_s"  # the master node's self-play pace: `gantry status` prices it
 # The keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how `gantry status`
 # shows each.
-REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", "charts/positions_per_s": "{:,.0f} positions/s",
+REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", POSITIONS_PER_S_KEY: "{:,.0f} positions/s",
                     "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
 # A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
 CONSOLE_LOG = "logs/node-{rank}.log"

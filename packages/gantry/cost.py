@@ -121,6 +121,20 @@ def _estimate_tpu(deployment: Deployment, tpus: dict, result: Estimate, trc: boo
     return result
 
 
+def per_million_positions(node_hourly: float, positions_per_s: float) -> float | None:
+    """$ of one node per million self-play positions at its list price; None when it played none."""
+    return node_hourly / (positions_per_s * 3600) * 1e6 if positions_per_s > 0 else None
+
+
+def describe_throughput_cost(node_hourly: float, positions_per_s: float) -> str:
+    """The figure that compares node shapes: what a million self-play positions cost on this one."""
+    dollars = per_million_positions(node_hourly, positions_per_s)
+    if dollars is None:
+        return "no self-play positions in the newest progress window yet, so no $ per million positions"
+    return (f"${dollars:.3f} per million self-play positions ({positions_per_s:,.0f} positions/s on the master "
+            f"at ${node_hourly:.3f}/h a node, list price)")
+
+
 def render(result: Estimate) -> list[str]:
     """Lines a person reads: per-node breakdown, the deployment's $/h, a run's cost."""
     lines = [f"Cost estimate (list prices, table dated {result.table_date}; packages/gantry/prices.json):"]

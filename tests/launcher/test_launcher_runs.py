@@ -11,7 +11,7 @@ import time
 import pytest
 from agent_helpers import wait_until
 from fake_registry import FakeRegistry
-from gantry import runs
+from gantry import config, cost, runs
 from gantry.agent import Settings, docker_run_args
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
@@ -20,6 +20,7 @@ from launch_contract import (
     MASTER_PORT_ENV,
     NNODES_ENV,
     NODE_RANK_ENV,
+    POSITIONS_PER_S_KEY,
     RUN_DIR_ENV,
     RunSpec,
     arena_key,
@@ -200,6 +201,25 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     assert "3" in lines[1].split()[5] and lines[1].split()[6:] == ["ago", "0m", "-"]
     assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
     assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
+
+
+def test_status_prices_a_million_positions_at_the_masters_pace(cli, world, deployment):
+    """What a node shape costs per unit of work, measured on the node rented: C4 and N1 + T4 compare by it."""
+    deployment.write(cpu_machine_type="c4-highcpu-8")
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = running_report("r1", rank, 680)
+    report = json.loads(world["vms"][0]["guestAttributes"]["gantry/agent"])
+    report["figures"][POSITIONS_PER_S_KEY] = 1500.0
+    world["vms"][0]["guestAttributes"]["gantry/agent"] = json.dumps(report)
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    hourly = cost.estimate(config.load(deployment.tfvars)).node_hourly
+    dollars = hourly / (1500.0 * 3600) * 1e6
+    line = (f"master: ${dollars:.3f} per million self-play positions (1,500 positions/s on the master at "
+            f"${hourly:.3f}/h a node, list price)")
+    assert line in result.stdout, result.stdout
+    assert dollars > 0.01  # a c4-highcpu-8 costs cents per million positions at that pace, not fractions of one
 
 
 def arena_record(elo: float, results: dict[str, tuple[int, int, int, float]]) -> dict[str, float]:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from launch_contract import KIND_KEY, STAGING_ENV, STATS_FILE, STEP_KEY, TRAIN_KIND, State
+from launch_contract import (
+    KIND_KEY,
+    POSITIONS_PER_S_KEY,
+    STAGING_ENV,
+    STATS_FILE,
+    STEP_KEY,
+    TRAIN_KIND,
+    State,
+)
 
 from gantry import config, cost, nodes, runs
 from gantry.errors import GantryError
@@ -16,7 +24,7 @@ One line per node: the VM's state, the agent's state
 ({", ".join(s.value for s in State)}),
 how long it has been up since its last start and what that cost at list price (infra/terraform.tfvars,
 as `make cost` prices it), the run, its learner step and how long ago the node last reported. Then the master's latest
-training figures, the newest Pons evaluation (MCTS weak error rate per test set) and the newest
+training figures and what a million self-play positions cost at its pace (one rank a node, the default), the newest Pons evaluation (MCTS weak error rate per test set) and the newest
 arena (Elo, random = 0, and W-D-L against each opponent; `make arena` or
 eval.arena_every_minutes) from the run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
 the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
@@ -75,6 +83,9 @@ def run(args, env) -> ExitStatus:
     master = statuses[0].report
     if master.figures:
         env.say("master: " + runs.describe_figures(master.step, master.figures))
+        if hourly is not None and POSITIONS_PER_S_KEY in master.figures:
+            # measured on the node you rent, so C4 and N1 + T4 compare by what they cost per unit of work
+            env.say("master: " + cost.describe_throughput_cost(hourly, master.figures[POSITIONS_PER_S_KEY]))
     own_program = statuses[0].spec is not None and statuses[0].spec.torchrun
     if master.run and own_program:  # Pons and the arena are the selfplay trainer's
         if master.step is None:
