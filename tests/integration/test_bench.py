@@ -1,6 +1,7 @@
 """`make bench` end to end on tiny budgets: it measures and writes the JSON the README's table comes from."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,12 @@ def test_quick_bench_writes_throughput_json():
         assert isa[2]["cpu_capability"] == "AVX2"
         assert all(r["simulations_per_s"] > 0 and r["vs_azg_default_512ch"] > 0 for r in isa)
         assert [r["ranks"] for r in report["scaling"]] == [1, 2] and report["scaling"][1]["positions_per_s"] > 0
+        # this machine's pace priced as the C4 of as many vCPUs, beside the recorded paces of the other shapes
+        priced = report["per_dollar"]
+        assert [r["shape"] for r in priced] == [f"c4-highcpu-{os.cpu_count()}", "c4-highcpu-8", "c4-highcpu-16",
+                                                "n1-standard-8"]
+        assert priced[0]["positions_per_s"] == report["scaling"][0]["positions_per_s"]
+        assert all(0 < r["spot_per_million_positions"] < r["on_demand_per_million_positions"] for r in priced)
         placement = report["inference_placement"]
         assert [r["inference"] for r in placement] == ["local", "learner"]
         assert all(r["positions_per_s"] > 0 and r["learner_steps"] > 0 for r in placement)
