@@ -30,7 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from selfplay import arena, checkpoint, evaluate
+from selfplay import arena, checkpoint, evaluate, plot
 from selfplay.__main__ import resolve_config
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig, load
@@ -403,6 +403,8 @@ def main() -> int:
 
     out = RESULTS / f"bench-{stamp}.json"
     out.write_text(json.dumps(report, indent=2))
+    if report.get("training", {}).get("runs", [{}])[0].get("curve"):  # make plot's picture of the first run's curve
+        print(f"drew {plot.plot(out)}", flush=True)
     if report["selfplay"]:
         print("\n" + table(report["selfplay"], ["net", "runtime", "games_per_actor", "full_search_fraction",
                                                 "simulations_per_s",

@@ -70,10 +70,14 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
                             cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     path = (set((ROOT / "bench/results").glob("bench-*.json")) - before).pop()
+    picture = path.with_name(path.name.replace("bench-", "progress-")).with_suffix(".svg")
     try:
         training = json.loads(path.read_text())["training"]
+        # make plot's picture of the first run, beside the JSON: error against minutes with the reference lines
+        assert f"drew {picture}" in result.stdout and "<polyline" in picture.read_text()
     finally:
         path.unlink()
+        picture.unlink(missing_ok=True)
     rows = training["mcts25_table"]
     assert [r["set"] for r in rows] == ["End-Easy", "Middle-Easy", "Middle-Medium", "Begin-Easy", "Begin-Medium",
                                         "Begin-Hard"]
@@ -100,7 +104,7 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
 def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
     """`--avx2-only`: the training run's torch is held to AVX2 and both learner and actors run fp32, as on an
     AVX2-only CPU; the JSON says the figures are that emulation."""
-    before = set((ROOT / "bench/results").glob("bench-*.json"))
+    before = set((ROOT / "bench/results").iterdir())
     runs_before = set((ROOT / "runs").glob("bench-*"))
     result = subprocess.run(
         [sys.executable, "-m", "bench.run", "--skip-throughput", "--avx2-only", "--train-minutes", "0.3",
@@ -114,10 +118,11 @@ def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
         out = result.stdout + result.stderr
         assert "learner cpu/fp32 (cpu kernels AVX2)" in out, out[-3000:]
         assert "training held to AVX2 and fp32 (--avx2-only)" in out
-        path = (set((ROOT / "bench/results").glob("bench-*.json")) - before).pop()
+        path = next(p for p in set((ROOT / "bench/results").iterdir()) - before if p.suffix == ".json")
         training = json.loads(path.read_text())["training"]
-        path.unlink()
         assert training["held_to_avx2_fp32"] is True and len(training["runs"]) == 1
     finally:
+        for written in set((ROOT / "bench/results").iterdir()) - before:  # the JSON and its picture
+            written.unlink()
         for run in set((ROOT / "runs").glob("bench-*")) - runs_before:
             shutil.rmtree(run)
