@@ -349,9 +349,11 @@ def main() -> int:
     if args.scaling_seconds:
         report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
                                          10 if args.quick else args.scaling_seconds)
-    if "scaling" in report:  # 1 rank, 1 actor: make train-local's config on 2 cores
+    if args.scaling_seconds:  # make train-local's own config (actors.count=0), priced per million positions
+        report["default_pace"] = timed_training("tictactoe" if args.quick else "connect4",
+                                                10 if args.quick else args.scaling_seconds, [])
         report["per_dollar"] = per_dollar.table_rows(per_dollar.this_machine(
-            report["scaling"][0]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
+            report["default_pace"]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
     if args.placement_seconds:
         # --quick is a smoke run of every path: a small first batch, so the learner steps within its 10 s even on
         # a machine busy with other tests (a full tic-tac-toe buffer took longer than that under make test's workers)

@@ -39,7 +39,7 @@ def test_quick_bench_writes_throughput_json():
         priced = report["per_dollar"]
         assert [r["shape"] for r in priced] == [f"c4-highcpu-{os.cpu_count()}", "c4-highcpu-8", "c4-highcpu-16",
                                                 "n1-standard-8"]
-        assert priced[0]["positions_per_s"] == report["scaling"][0]["positions_per_s"]
+        assert priced[0]["positions_per_s"] == report["default_pace"]["positions_per_s"] > 0
         assert all(0 < r["spot_per_million_positions"] < r["on_demand_per_million_positions"] for r in priced)
         placement = report["inference_placement"]
         assert [r["inference"] for r in placement] == ["local", "learner"]
