@@ -28,9 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from selfplay import arena, checkpoint, evaluate
-from selfplay.__main__ import resolve_config
 from selfplay.actors import SelfPlayWorker
-from selfplay.config import EvalConfig, load
+from selfplay.config import EvalConfig, load, resolve_config
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
 from selfplay.games import make_game

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import torch
 
+from .errors import CheckpointError
+
 NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message says which and what to do."""
 
 
 def checkpoint_path(run_dir: str | Path, step: int) -> Path:

@@ -19,6 +19,8 @@ import yaml
 
 from .errors import ConfigError
 
+CONFIG_DIR = Path(__file__).parent / "configs"
+
 # Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
 BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
 BASELINE_HELP = "random, greedy, minimax<depth> (e.g. minimax5), mcts<simulations> (e.g. mcts1000)"
@@ -377,6 +379,19 @@ def merge(base: dict, extra: dict) -> dict:
     for section, values in extra.items():
         out.setdefault(section, {}).update(values)
     return out
+
+
+def resolve_config(name_or_path: str) -> Path:
+    """A YAML path, or the name of a packaged config (connect4, tictactoe)."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    packaged = CONFIG_DIR / f"{name_or_path}.yaml"
+    if packaged.is_file():
+        return packaged
+    names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+    raise ConfigError(f"config {name_or_path!r} is neither a file nor a packaged config: choose one of {names} "
+                      f"or pass a path to a YAML file")
 
 
 def load(path: str | Path | None, overrides: list[str] = ()) -> Config:

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 from selfplay import checkpoint
-from selfplay.__main__ import main, resolve_config
-from selfplay.config import load
+from selfplay.__main__ import main
+from selfplay.config import load, resolve_config
 from selfplay.games import TicTacToe
 from selfplay.model import build_model
 from train_helpers import records

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from selfplay.__main__ import main, resolve_config
-from selfplay.config import SECTIONS, load
+from selfplay.__main__ import main
+from selfplay.config import SECTIONS, load, resolve_config
 from selfplay.errors import ConfigError
 
 
