@@ -221,13 +221,13 @@ def inference_placement(config: str, seconds: float, extra: tuple[str, ...] = ()
 
 def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
     """Pons errors of one checkpoint's playing weights, MCTS at ``sims`` (plain PUCT, visit ties broken by Q)."""
-    payload = checkpoint.load(path)
-    cfg = payload["config"]
+    saved = checkpoint.load(path)
+    cfg = saved.config
     # the periodic evaluation's entry point: the sets are read and labelled once per process, not per checkpoint
-    result = evaluate.evaluate_weights(checkpoint.playing_weights(payload), cfg["model"], "", positions, sims,
+    result = evaluate.evaluate_weights(saved.playing_weights(), cfg["model"], "", positions, sims,
                                        cfg["search"]["c_puct"])
-    print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
-    return {"checkpoint": path.name, "step": int(payload["step"]), "simulations": sims,
+    print(f"{path.name}: step {saved.step}\n{evaluate.format_table(result)}", flush=True)
+    return {"checkpoint": path.name, "step": saved.step, "simulations": sims,
             **{k: v for k, v in result.items() if not k.startswith("_")}}
 
 

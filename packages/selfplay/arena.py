@@ -258,14 +258,15 @@ def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str],
 
     torch.set_num_threads(1)
     game = make_game(config["game"]["name"])
-    newest = network_player(game, {"model": state_dict, "config": config}, simulations, step_name(step), precision)
+    newest = network_player(game, config, state_dict, simulations, step_name(step), precision)
     previous = []
     for path in earlier:
         try:
-            payload = checkpoint.load(path)
+            saved = checkpoint.load(path)
         except checkpoint.CheckpointError:
             continue
-        previous.append(network_player(game, payload, simulations, step_name(int(payload["step"])), precision))
+        previous.append(network_player(game, saved.config, saved.playing_weights(), simulations,
+                                       step_name(saved.step), precision))
     return run_arena(game, newest, step, parse_baselines(game, baselines), previous, games, simulations,
                      opening_plies, seed)
 
@@ -327,9 +328,9 @@ def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening
     if len(paths) < 2:
         raise ValueError(f"{run_dir} holds {len(paths)} checkpoint(s): a ladder needs two or more (train longer, "
                          f"or keep more with --run.keep_checkpoints)")
-    payloads = [checkpoint.load(p) for p in paths]
-    config = payloads[-1]["config"]
+    saved = [checkpoint.load(p) for p in paths]
+    config = saved[-1].config
     game = make_game(config["game"]["name"])
     sims = simulations or config.get("eval", {}).get("simulations", 25)
-    players = [network_player(game, p, sims, step_name(int(p["step"])), precision) for p in payloads]
+    players = [network_player(game, s.config, s.playing_weights(), sims, step_name(s.step), precision) for s in saved]
     return run_ladder(game, players, parse_baselines(game, baselines), games, sims, opening_plies, seed, previous, say)

@@ -152,7 +152,7 @@ class LearnerConfig:
     """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
     ema_half_life_steps: int = 100
     """Half-life, in learner steps, of the moving average of the weights that is graded, played in the arena and
-    saved beside the raw weights (checkpoint.playing_weights); 0 = none, the raw weights play."""
+    saved beside the raw weights (Checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20

@@ -114,9 +114,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         nonlocal saved_step
         if not info.is_main:
             return
-        payload = {**learner.state_dict(), "step": step, "config": cfg.to_dict(), "counters": counters,
-                   "replay": replay.state_dict()}
-        path = checkpoint.save(run_dir.local, step, payload, keep=cfg.run.keep_checkpoints)
+        state = checkpoint.Checkpoint(step=step, config=cfg.to_dict(), counters=counters, replay=replay.state_dict(),
+                                      **learner.state_dict())
+        path = checkpoint.save(run_dir.local, state, keep=cfg.run.keep_checkpoints)
         saved_step = step
         try:
             run_dir.push(path, run_dir.local / STATS_FILE)
@@ -242,13 +242,13 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
     step, saved_step = 0, None
     newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
-        payload = checkpoint.load(newest)
-        checkpoint.check_compatible(with_legacy_shape(payload["config"]), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
-        learner.load_state_dict(payload)
-        if payload.get("replay"):
-            replay.load_state_dict(payload["replay"])
-        counters.update(payload.get("counters", {}))
-        step = saved_step = int(payload["step"])
+        saved = checkpoint.load(newest)
+        checkpoint.check_compatible(with_legacy_shape(saved.config), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        learner.load_state_dict(saved.learner_state())
+        if saved.replay:
+            replay.load_state_dict(saved.replay)
+        counters.update(saved.counters)
+        step = saved_step = saved.step
         runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
     if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
         state = broadcast_state({**learner.state_dict(), "step": step, "saved_step": saved_step}

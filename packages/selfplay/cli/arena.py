@@ -68,20 +68,21 @@ def run(args, _overrides) -> int:
             Path(args.json).write_text(json.dumps(arena.ladder_summary(ladder), indent=2))
         return ExitStatus.OK
     path = checkpoint.resolve(args.checkpoint)
-    payload = checkpoint.load(path)
-    game = make_game(payload["config"]["game"]["name"])
+    saved = checkpoint.load(path)
+    game = make_game(saved.config["game"]["name"])
     try:
         baselines = arena.parse_baselines(game, args.baselines)
     except ValueError as e:
         raise ConfigError(f"--baselines: {e}") from None
-    sims = args.simulations or payload["config"].get("eval", {}).get("simulations", 25)
-    step = int(payload["step"])
-    newest = network_player(game, payload, sims, arena.step_name(step), args.precision)
+    sims = args.simulations or saved.config.get("eval", {}).get("simulations", 25)
+    step = saved.step
+    newest = network_player(game, saved.config, saved.playing_weights(), sims, arena.step_name(step), args.precision)
     earlier = [p for p in checkpoint.list_checkpoints(path.parent) if int(checkpoint.NAME.match(p.name)[1]) < step]
     previous = []
     for p in earlier[-args.previous:] if args.previous else []:
         before = checkpoint.load(p)
-        previous.append(network_player(game, before, sims, arena.step_name(int(before["step"])), args.precision))
+        previous.append(network_player(game, before.config, before.playing_weights(), sims,
+                                       arena.step_name(before.step), args.precision))
     print(f"arena: {path} (step {step}, {game.name}) at {sims} simulations/move, {args.games} games a pairing")
     result = arena.run_arena(game, newest, step, baselines, previous, args.games, sims, args.opening_plies,
                              args.seed, say=lambda line: print(line, flush=True))

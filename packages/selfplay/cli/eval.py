@@ -35,19 +35,19 @@ def run(args, _overrides) -> int:
     from selfplay.model import build_model
 
     path = checkpoint.resolve(args.checkpoint)
-    payload = checkpoint.load(path)
-    cfg = from_dict(payload["config"])
+    saved = checkpoint.load(path)
+    cfg = from_dict(saved.config)
     if cfg.game.name != "connect4":
         raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
     torch.set_num_threads(args.threads)
     model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
-    model.load_state_dict(checkpoint.playing_weights(payload))
+    model.load_state_dict(saved.playing_weights())
     sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
     result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,
                                cfg.search.c_puct)
-    result["_meta"].update(checkpoint=str(path), step=int(payload["step"]))
-    print(f"{path} (step {payload['step']})")
+    result["_meta"].update(checkpoint=str(path), step=saved.step)
+    print(f"{path} (step {saved.step})")
     print(evaluate.format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True))
