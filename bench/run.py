@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from selfplay import arena, checkpoint, evaluate
 from selfplay.actors import SelfPlayWorker
-from selfplay.config import EvalConfig, load, resolve_config
+from selfplay.config import EvalConfig
+from selfplay.config_io import load, resolve_config
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
 from selfplay.games import make_game

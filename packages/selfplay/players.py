@@ -127,7 +127,7 @@ def baseline(game: Game, name: str):
 
 def network_player(game: Game, config: dict, weights: dict, simulations: int, name: str, precision: str = "auto"):
     """A NetworkPlayer from a run's config (its model shape and search.c_puct) and weights (a state_dict)."""
-    from .config import from_dict, with_legacy_shape
+    from .config_io import from_dict, with_legacy_shape
     from .hardware import inference_dtype
     from .inference import NetworkEvaluator
     from .model import build_model

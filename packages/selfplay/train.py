@@ -18,7 +18,8 @@ from launch_contract import END_KIND, STATS_FILE
 
 from . import checkpoint
 from .arena import PeriodicArena
-from .config import Config, dump, with_legacy_shape
+from .config import Config
+from .config_io import dump, with_legacy_shape
 from .distributed import (
     DistInfo,
     LostRankError,

@@ -7,7 +7,7 @@ import sys
 import pytest
 from selfplay import checkpoint
 from selfplay.__main__ import main
-from selfplay.config import load, resolve_config
+from selfplay.config_io import load, resolve_config
 from selfplay.games import TicTacToe
 from selfplay.model import build_model
 from train_helpers import records

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 from selfplay.checkpoint import Checkpoint, CheckpointError, check_compatible
-from selfplay.config import Config, load, with_legacy_shape
+from selfplay.config import Config
+from selfplay.config_io import load, with_legacy_shape
 from selfplay.distributed import DistInfo
 from selfplay.games import make_game
 from selfplay.hardware import Precision

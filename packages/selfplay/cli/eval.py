@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from selfplay import evaluate
-from selfplay.config import from_dict
+from selfplay.config_io import from_dict
 from selfplay.errors import ConfigError, ExitStatus
 from selfplay.games import make_game
 

@@ -25,7 +25,7 @@ from launch_contract import (
 
 from selfplay.cli import train
 from selfplay.cli.options import add_config_argument, load_config, settings_help
-from selfplay.config import resolve_config
+from selfplay.config_io import resolve_config
 from selfplay.errors import ConfigError, ExitStatus
 
 NAME = "launch"

@@ -9,7 +9,8 @@ import textwrap
 
 from launch_contract import DEFAULT_CONFIG
 
-from selfplay.config import SECTIONS, Config, load, resolve_config
+from selfplay.config import SECTIONS, Config
+from selfplay.config_io import load, resolve_config
 
 FORMATTER = argparse.RawDescriptionHelpFormatter  # the settings list below keeps its lines
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from selfplay.cli.options import add_config_argument, load_config, settings_help
-from selfplay.config import resolve_config
+from selfplay.config_io import resolve_config
 from selfplay.errors import ExitStatus
 
 NAME = "train"
