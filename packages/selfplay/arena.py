@@ -23,7 +23,7 @@ import numpy as np
 from launch_contract import arena_key
 
 from . import elo
-from .games import Game
+from .games import Game, make_game
 from .players import RandomPlayer, baseline, network_player, random_moves
 
 # How many earlier checkpoints each checkpoint plays (the arena's newest, and every rung of a ladder). One is the
@@ -251,10 +251,9 @@ def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str],
                   simulations: int, opening_plies: int, seed: int, precision: str = "auto") -> ArenaResult:
     """Process-pool entry (periodic arena during training): the learner's weights against the baselines and
     the run's earlier checkpoints (files that vanished since, pruned by the learner, are skipped)."""
-    import torch
+    import torch  # torch and the checkpoints: this module is imported by `selfplay --help`
 
     from . import checkpoint
-    from .games import make_game
 
     torch.set_num_threads(1)
     game = make_game(config["game"]["name"])
@@ -322,7 +321,6 @@ def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening
     """run_ladder over every checkpoint kept in ``run_dir``, the networks at ``simulations`` (0: the run's
     eval.simulations); ValueError on a bad baseline name or a run with fewer than two checkpoints."""
     from . import checkpoint
-    from .games import make_game
 
     paths = checkpoint.list_checkpoints(run_dir)
     if len(paths) < 2:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import ConfigError
+from .games import GAMES
 
 # Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
 BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
@@ -33,7 +34,6 @@ class GameConfig:
     """Which game: connect4 | tictactoe."""
 
     def __post_init__(self):
-        from .games import GAMES
         require(self.name in GAMES, f"game.name={self.name!r} is unknown: choose one of {', '.join(sorted(GAMES))}")
 
 

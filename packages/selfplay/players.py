@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import BASELINE, BASELINE_HELP
+from .config_io import from_dict, with_legacy_shape
 from .games import Game
 from .mcts import BatchedMCTS
 
@@ -127,8 +128,7 @@ def baseline(game: Game, name: str):
 
 def network_player(game: Game, config: dict, weights: dict, simulations: int, name: str, precision: str = "auto"):
     """A NetworkPlayer from a run's config (its model shape and search.c_puct) and weights (a state_dict)."""
-    from .config_io import from_dict, with_legacy_shape
-    from .hardware import inference_dtype
+    from .hardware import inference_dtype  # torch: this module is imported by `selfplay --help` (arena)
     from .inference import NetworkEvaluator
     from .model import build_model
 
