@@ -31,9 +31,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from selfplay import arena, checkpoint, evaluate, plot
-from selfplay.__main__ import resolve_config
 from selfplay.actors import SelfPlayWorker
-from selfplay.config import EvalConfig, load
+from selfplay.config import EvalConfig
+from selfplay.config_io import load, resolve_config
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
 from selfplay.games import make_game
@@ -227,13 +227,13 @@ def inference_placement(config: str, seconds: float, extra: tuple[str, ...] = ()
 
 def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
     """Pons errors of one checkpoint's playing weights, MCTS at ``sims`` (plain PUCT, visit ties broken by Q)."""
-    payload = checkpoint.load(path)
-    cfg = payload["config"]
+    saved = checkpoint.load(path)
+    cfg = saved.config
     # the periodic evaluation's entry point: the sets are read and labelled once per process, not per checkpoint
-    result = evaluate.evaluate_weights(checkpoint.playing_weights(payload), cfg["model"], "", positions, sims,
+    result = evaluate.evaluate_weights(saved.playing_weights(), cfg["model"], "", positions, sims,
                                        cfg["search"]["c_puct"])
-    print(f"{path.name}: step {payload['step']}\n{evaluate.format_table(result)}", flush=True)
-    return {"checkpoint": path.name, "step": int(payload["step"]), "simulations": sims,
+    print(f"{path.name}: step {saved.step}\n{evaluate.format_table(result)}", flush=True)
+    return {"checkpoint": path.name, "step": saved.step, "simulations": sims,
             **{k: v for k, v in result.items() if not k.startswith("_")}}
 
 

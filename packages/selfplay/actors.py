@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .config import Config, from_dict
+from .config import Config
+from .config_io import from_dict
 from .games import Game, make_game
 from .hardware import inference_dtype
 from .inference import NetworkEvaluator

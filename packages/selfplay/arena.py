@@ -23,7 +23,7 @@ import numpy as np
 from launch_contract import arena_key
 
 from . import elo
-from .games import Game
+from .games import Game, make_game
 from .players import RandomPlayer, baseline, network_player, random_moves
 
 # How many earlier checkpoints each checkpoint plays (the arena's newest, and every rung of a ladder). One is the
@@ -251,21 +251,21 @@ def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str],
                   simulations: int, opening_plies: int, seed: int, precision: str = "auto") -> ArenaResult:
     """Process-pool entry (periodic arena during training): the learner's weights against the baselines and
     the run's earlier checkpoints (files that vanished since, pruned by the learner, are skipped)."""
-    import torch
+    import torch  # torch and the checkpoints: this module is imported by `selfplay --help`
 
     from . import checkpoint
-    from .games import make_game
 
     torch.set_num_threads(1)
     game = make_game(config["game"]["name"])
-    newest = network_player(game, {"model": state_dict, "config": config}, simulations, step_name(step), precision)
+    newest = network_player(game, config, state_dict, simulations, step_name(step), precision)
     previous = []
     for path in earlier:
         try:
-            payload = checkpoint.load(path)
+            saved = checkpoint.load(path)
         except checkpoint.CheckpointError:
             continue
-        previous.append(network_player(game, payload, simulations, step_name(int(payload["step"])), precision))
+        previous.append(network_player(game, saved.config, saved.playing_weights(), simulations,
+                                       step_name(saved.step), precision))
     return run_arena(game, newest, step, parse_baselines(game, baselines), previous, games, simulations,
                      opening_plies, seed)
 
@@ -321,15 +321,14 @@ def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening
     """run_ladder over every checkpoint kept in ``run_dir``, the networks at ``simulations`` (0: the run's
     eval.simulations); ValueError on a bad baseline name or a run with fewer than two checkpoints."""
     from . import checkpoint
-    from .games import make_game
 
     paths = checkpoint.list_checkpoints(run_dir)
     if len(paths) < 2:
         raise ValueError(f"{run_dir} holds {len(paths)} checkpoint(s): a ladder needs two or more (train longer, "
                          f"or keep more with --run.keep_checkpoints)")
-    payloads = [checkpoint.load(p) for p in paths]
-    config = payloads[-1]["config"]
+    saved = [checkpoint.load(p) for p in paths]
+    config = saved[-1].config
     game = make_game(config["game"]["name"])
     sims = simulations or config.get("eval", {}).get("simulations", 25)
-    players = [network_player(game, p, sims, step_name(int(p["step"])), precision) for p in payloads]
+    players = [network_player(game, s.config, s.playing_weights(), sims, step_name(s.step), precision) for s in saved]
     return run_ladder(game, players, parse_baselines(game, baselines), games, sims, opening_plies, seed, previous, say)

@@ -2,7 +2,9 @@
 
 A checkpoint is written to a temporary name and renamed, so a crash mid-write leaves the
 previous one intact. Loading never falls back silently: a corrupt or mismatched file is an
-error that names the file and the fix.
+error that names the file and the fix. What a checkpoint holds is a Checkpoint; on disk it is
+the plain dict of its fields (torch.load's weights_only reads plain containers and tensors only),
+as it was before the class, so every checkpoint written since loads the same way.
 """
 
 from __future__ import annotations
@@ -11,15 +13,61 @@ import errno
 import os
 import re
 import shutil
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 
+from .errors import CheckpointError
+
 NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+REQUIRED = ("model", "step", "config")  # what every selfplay checkpoint has held; the rest came later or is optional
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message says which and what to do."""
+@dataclass
+class Checkpoint:
+    """What ckpt-<step>.pt holds: enough to resume the run exactly, and to play or grade its weights."""
+
+    step: int
+    """The learner steps taken."""
+    config: dict
+    """The run's resolved config (Config.to_dict()); resuming checks its shape fields against the new one's."""
+    model: dict
+    """The learner's raw weights (a state_dict), which a resumed run continues from."""
+    optimizer: dict | None = None
+    """The optimizer's state (AdamW moments, the step count)."""
+    scaler: dict | None = None
+    """The GradScaler's state (fp16 only; empty otherwise)."""
+    ema: dict | None = None
+    """The moving average of the weights, when the run keeps one (learner.ema_decay)."""
+    counters: dict = field(default_factory=dict)
+    """games, positions, plies, draws, actor_restarts so far."""
+    replay: dict | None = None
+    """The replay buffer (ReplayBuffer.state_dict()), so a resumed learner does not start from an empty one."""
+
+    def playing_weights(self) -> dict:
+        """The weights that play and are graded: the learner's moving average when the run kept one, else its own.
+
+        ``model`` stays the learner's raw weights, which a resumed run continues from."""
+        return self.ema or self.model
+
+    def learner_state(self) -> dict:
+        """What Learner.load_state_dict takes: model, and optimizer, scaler, ema where the checkpoint has them."""
+        state = {"model": self.model, "optimizer": self.optimizer, "scaler": self.scaler, "ema": self.ema}
+        return {k: v for k, v in state.items() if v is not None}
+
+    def to_dict(self) -> dict:
+        """The dict torch.save writes: the fields by name, None ones left out (as older checkpoints did)."""
+        saved = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict(): it deep-copies every tensor
+        return {k: v for k, v in saved.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, payload: dict) -> Checkpoint:
+        """A loaded dict, old or new: missing optional fields take their defaults, unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        ckpt = cls(**{k: v for k, v in payload.items() if k in known})
+        ckpt.step = int(ckpt.step)
+        return ckpt
 
 
 def checkpoint_path(run_dir: str | Path, step: int) -> Path:
@@ -46,16 +94,16 @@ def remove_partial(run_dir: str | Path) -> list[Path]:
     return stale
 
 
-def save(run_dir: str | Path, step: int, payload: dict, keep: int = 3) -> Path:
+def save(run_dir: str | Path, ckpt: Checkpoint, keep: int = 3) -> Path:
     """Write ckpt-<step>.pt atomically and keep the newest ``keep``; on a full disk, remove the partial file,
     keep every earlier checkpoint and raise CheckpointError saying how much room is missing."""
     d = Path(run_dir)
     d.mkdir(parents=True, exist_ok=True)
-    final = checkpoint_path(d, step)
+    final = checkpoint_path(d, ckpt.step)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            torch.save(payload, f)
+            torch.save(ckpt.to_dict(), f)
             f.flush()
             os.fsync(f.fileno())
     except (OSError, RuntimeError) as e:  # torch reports ENOSPC as RuntimeError ("unexpected pos ...")
@@ -76,7 +124,7 @@ def save(run_dir: str | Path, step: int, payload: dict, keep: int = 3) -> Path:
     return final
 
 
-def load(path: str | Path) -> dict:
+def load(path: str | Path) -> Checkpoint:
     p = Path(path)
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
@@ -87,17 +135,10 @@ def load(path: str | Path) -> dict:
         raise CheckpointError(
             f"checkpoint {p} is corrupt or not a Gantry checkpoint ({type(e).__name__}): move it aside to resume "
             f"from the one before it, or start a new run.dir") from None
-    if not isinstance(payload, dict) or "model" not in payload or "step" not in payload or "config" not in payload:
+    if not isinstance(payload, dict) or any(key not in payload for key in REQUIRED):
         raise CheckpointError(f"checkpoint {p} lacks model/step/config: it was not written by selfplay; "
                               f"start a new run.dir")
-    return payload
-
-
-def playing_weights(payload: dict) -> dict:
-    """The weights that play and are graded: the learner's moving average when the run kept one, else its own.
-
-    ``model`` stays the learner's raw weights, which a resumed run continues from."""
-    return payload.get("ema") or payload["model"]
+    return Checkpoint.from_dict(payload)
 
 
 def latest(run_dir: str | Path) -> Path | None:

@@ -1,4 +1,5 @@
-"""Trainer configuration: one dataclass per concern, YAML on disk, ``--section.key=value`` overrides.
+"""Trainer configuration: one dataclass per concern (config_io.py reads and writes them: YAML on disk,
+``--section.key=value`` overrides, the dict a checkpoint saves).
 
 Every field carries its default and a docstring; ``__post_init__`` rejects bad values
 with a message naming the field and the allowed range. The resolved config is saved in
@@ -8,23 +9,21 @@ every checkpoint, and a resumed run must match it on the fields that shape the m
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal, get_args, get_origin
-
-import yaml
+from typing import Literal
 
 from .errors import ConfigError
+from .games import GAMES
 
 # Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
 BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
 BASELINE_HELP = "random, greedy, minimax<depth> (e.g. minimax5), mcts<simulations> (e.g. mcts1000)"
 
 
-def _check(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
+    """ConfigError(message) unless ``ok``."""
     if not ok:
         raise ConfigError(message)
 
@@ -35,8 +34,7 @@ class GameConfig:
     """Which game: connect4 | tictactoe."""
 
     def __post_init__(self):
-        from .games import GAMES
-        _check(self.name in GAMES, f"game.name={self.name!r} is unknown: choose one of {', '.join(sorted(GAMES))}")
+        require(self.name in GAMES, f"game.name={self.name!r} is unknown: choose one of {', '.join(sorted(GAMES))}")
 
 
 @dataclass
@@ -51,10 +49,10 @@ class ModelConfig:
     """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
 
     def __post_init__(self):
-        _check(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
-        _check(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
-        _check(1 <= self.policy_filters <= 1024, f"model.policy_filters={self.policy_filters} must be in 1..1024")
-        _check(1 <= self.value_filters <= 1024, f"model.value_filters={self.value_filters} must be in 1..1024")
+        require(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
+        require(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
+        require(1 <= self.policy_filters <= 1024, f"model.policy_filters={self.policy_filters} must be in 1..1024")
+        require(1 <= self.value_filters <= 1024, f"model.value_filters={self.value_filters} must be in 1..1024")
 
 
 @dataclass
@@ -81,18 +79,18 @@ class SearchConfig:
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
 
     def __post_init__(self):
-        _check(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
-        _check(self.c_puct > 0, f"search.c_puct={self.c_puct} must be > 0")
-        _check(self.dirichlet_alpha > 0, f"search.dirichlet_alpha={self.dirichlet_alpha} must be > 0")
-        _check(0 <= self.noise_fraction < 1, f"search.noise_fraction={self.noise_fraction} must be in [0, 1)")
-        _check(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
-        _check(0 < self.full_search_fraction <= 1,
+        require(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
+        require(self.c_puct > 0, f"search.c_puct={self.c_puct} must be > 0")
+        require(self.dirichlet_alpha > 0, f"search.dirichlet_alpha={self.dirichlet_alpha} must be > 0")
+        require(0 <= self.noise_fraction < 1, f"search.noise_fraction={self.noise_fraction} must be in [0, 1)")
+        require(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
+        require(0 < self.full_search_fraction <= 1,
                f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
-        _check(1 <= self.fast_simulations <= 100_000,
+        require(1 <= self.fast_simulations <= 100_000,
                f"search.fast_simulations={self.fast_simulations} must be in 1..100000")
-        _check(0 <= self.random_opening_fraction <= 1,
+        require(0 <= self.random_opening_fraction <= 1,
                f"search.random_opening_fraction={self.random_opening_fraction} must be in [0, 1] (0 = off)")
-        _check(1 <= self.random_opening_moves <= 1000,
+        require(1 <= self.random_opening_moves <= 1000,
                f"search.random_opening_moves={self.random_opening_moves} must be in 1..1000")
 
 
@@ -115,9 +113,9 @@ class ActorsConfig:
     actors would search in fp32 (a CPU without bf16), else local (hardware.leaves_served_by_learner)."""
 
     def __post_init__(self):
-        _check(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")
-        _check(1 <= self.games <= 65536, f"actors.games={self.games} must be in 1..65536")
-        _check(self.restart_limit >= 0, f"actors.restart_limit={self.restart_limit} must be >= 0")
+        require(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")
+        require(1 <= self.games <= 65536, f"actors.games={self.games} must be in 1..65536")
+        require(self.restart_limit >= 0, f"actors.restart_limit={self.restart_limit} must be >= 0")
 
 
 @dataclass
@@ -150,7 +148,7 @@ class LearnerConfig:
     """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
     ema_half_life_steps: int = 100
     """Half-life, in learner steps, of the moving average of the weights that is graded, played in the arena and
-    saved beside the raw weights (checkpoint.playing_weights); 0 = none, the raw weights play."""
+    saved beside the raw weights (Checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = 20
@@ -160,25 +158,25 @@ class LearnerConfig:
     bf16 on XLA."""
 
     def __post_init__(self):
-        _check(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
-        _check(0 < self.lr < 1, f"learner.lr={self.lr} must be in (0, 1)")
-        _check(self.weight_decay >= 0, f"learner.weight_decay={self.weight_decay} must be >= 0")
-        _check(0 <= self.warmup_steps <= 1_000_000, f"learner.warmup_steps={self.warmup_steps} must be in 0..1000000")
-        _check(self.replay_capacity >= self.batch_size,
+        require(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
+        require(0 < self.lr < 1, f"learner.lr={self.lr} must be in (0, 1)")
+        require(self.weight_decay >= 0, f"learner.weight_decay={self.weight_decay} must be >= 0")
+        require(0 <= self.warmup_steps <= 1_000_000, f"learner.warmup_steps={self.warmup_steps} must be in 0..1000000")
+        require(self.replay_capacity >= self.batch_size,
                f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
-        _check(self.batch_size <= self.min_replay <= self.replay_capacity,
+        require(self.batch_size <= self.min_replay <= self.replay_capacity,
                f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
-        _check(0 < self.samples_per_position <= 1000,
+        require(0 < self.samples_per_position <= 1000,
                f"learner.samples_per_position={self.samples_per_position} must be in (0, 1000]")
-        _check(self.batch_size <= self.window_floor <= self.replay_capacity,
+        require(self.batch_size <= self.window_floor <= self.replay_capacity,
                f"learner.window_floor={self.window_floor} must be between learner.batch_size and "
                f"learner.replay_capacity")
-        _check(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
-        _check(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
-        _check(0 < self.lr_final_fraction <= 1,
+        require(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
+        require(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
+        require(0 < self.lr_final_fraction <= 1,
                f"learner.lr_final_fraction={self.lr_final_fraction} must be in (0, 1]")
-        _check(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
-        _check(0 <= self.ema_half_life_steps <= 1_000_000,
+        require(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
+        require(0 <= self.ema_half_life_steps <= 1_000_000,
                f"learner.ema_half_life_steps={self.ema_half_life_steps} must be in 0..1000000 (0 = no average)")
 
 
@@ -203,16 +201,16 @@ class EvalConfig:
     """Earlier checkpoints of the run the periodic arena plays (at most run.keep_checkpoints are kept)."""
 
     def __post_init__(self):
-        _check(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
-        _check(self.arena_every_minutes >= 0, f"eval.arena_every_minutes={self.arena_every_minutes} must be >= 0 "
+        require(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
+        require(self.arena_every_minutes >= 0, f"eval.arena_every_minutes={self.arena_every_minutes} must be >= 0 "
                                               f"(0 = off)")
         bad = [n for n in self.arena_baselines.split(",") if not BASELINE.match(n.strip())]
-        _check(not bad and bool(self.arena_baselines.strip()),
+        require(not bad and bool(self.arena_baselines.strip()),
                f"eval.arena_baselines={self.arena_baselines!r} must list some of {BASELINE_HELP}, comma-separated")
-        _check(2 <= self.arena_games <= 10_000, f"eval.arena_games={self.arena_games} must be in 2..10000")
-        _check(0 <= self.arena_previous <= 100, f"eval.arena_previous={self.arena_previous} must be in 0..100")
-        _check(1 <= self.positions_per_set <= 1000, f"eval.positions_per_set={self.positions_per_set} must be in 1..1000")
-        _check(1 <= self.simulations <= 10_000, f"eval.simulations={self.simulations} must be in 1..10000")
+        require(2 <= self.arena_games <= 10_000, f"eval.arena_games={self.arena_games} must be in 2..10000")
+        require(0 <= self.arena_previous <= 100, f"eval.arena_previous={self.arena_previous} must be in 0..100")
+        require(1 <= self.positions_per_set <= 1000, f"eval.positions_per_set={self.positions_per_set} must be in 1..1000")
+        require(1 <= self.simulations <= 10_000, f"eval.simulations={self.simulations} must be in 1..10000")
 
 
 @dataclass
@@ -223,7 +221,7 @@ class DistConfig:
     """Timeout of every collective and of the rendezvous, in seconds: a lost rank ends the run, never hangs it."""
 
     def __post_init__(self):
-        _check(self.timeout_s > 0, f"dist.timeout_s={self.timeout_s} must be > 0")
+        require(self.timeout_s > 0, f"dist.timeout_s={self.timeout_s} must be > 0")
 
 
 @dataclass
@@ -248,12 +246,12 @@ class RunConfig:
     one rank only."""
 
     def __post_init__(self):
-        _check(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
-        _check(self.max_steps >= 0, f"run.max_steps={self.max_steps} must be >= 0 (0 = no limit)")
-        _check(self.max_minutes >= 0, f"run.max_minutes={self.max_minutes} must be >= 0 (0 = no limit)")
-        _check(self.checkpoint_every_minutes > 0, "run.checkpoint_every_minutes must be > 0")
-        _check(self.keep_checkpoints >= 2, f"run.keep_checkpoints={self.keep_checkpoints} must be >= 2")
-        _check(self.log_every_seconds > 0, "run.log_every_seconds must be > 0")
+        require(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
+        require(self.max_steps >= 0, f"run.max_steps={self.max_steps} must be >= 0 (0 = no limit)")
+        require(self.max_minutes >= 0, f"run.max_minutes={self.max_minutes} must be >= 0 (0 = no limit)")
+        require(self.checkpoint_every_minutes > 0, "run.checkpoint_every_minutes must be > 0")
+        require(self.keep_checkpoints >= 2, f"run.keep_checkpoints={self.keep_checkpoints} must be >= 2")
+        require(self.log_every_seconds > 0, "run.log_every_seconds must be > 0")
 
 
 @dataclass
@@ -287,133 +285,3 @@ RETIRED_KEYS: dict[str, str] = {
 
 # section name -> its dataclass (game -> GameConfig, ...)
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
-
-
-def _coerce(section: str, key: str, raw) -> object:
-    where = f"{section}.{key}"
-    hint = typing.get_type_hints(SECTIONS[section])[key]
-    if get_origin(hint) is Literal:
-        choices = get_args(hint)
-        _check(raw in choices, f"{where}={raw!r} is not allowed: choose one of {', '.join(map(str, choices))}")
-        return raw
-    if hint is bool:
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).lower()
-        _check(text in ("true", "false", "1", "0", "yes", "no"), f"{where}={raw!r} must be true or false")
-        return text in ("true", "1", "yes")
-    if hint in (int, float):
-        if isinstance(raw, bool):
-            raise ConfigError(f"{where}={raw!r} must be a number")
-        try:
-            value = hint(raw) if not isinstance(raw, str) else hint(float(raw)) if hint is float else int(raw)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}={raw!r} must be {'an integer' if hint is int else 'a number'}") from None
-        if hint is int and isinstance(raw, float) and raw != int(raw):
-            raise ConfigError(f"{where}={raw!r} must be an integer")
-        return value
-    return str(raw)
-
-
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
-def check_shape(data, source: str) -> dict:
-    """``data`` as {section: {key: value}}, or one line naming what is off in ``source`` (a file, the flags).
-
-    Runs before anything is merged, so a scalar where a section belongs, or a misspelt name, is
-    reported as such instead of surfacing as a TypeError deep inside the merge."""
-    data = {} if data is None else data
-    _check(isinstance(data, dict), f"{source} must hold a mapping of sections (game:, model:, search:, ...), "
-                                   f"not {type(data).__name__}")
-    for name, values in data.items():
-        _check(name in SECTIONS, f"unknown config section {name!r} in {source}: {_did_you_mean(str(name), SECTIONS)}"
-                                 f"sections are {', '.join(SECTIONS)}")
-        _check(values is None or isinstance(values, dict),
-               f"config section {name!r} in {source} is {values!r}: it must be a mapping of keys, e.g. "
-               f"{name}: {{{dataclasses.fields(SECTIONS[name])[0].name}: ...}}")
-        known = [f.name for f in dataclasses.fields(SECTIONS[name])]
-        for key in values or {}:
-            _check(key in known or f"{name}.{key}" in RETIRED_KEYS,
-                   f"unknown key {_dotted(name, key)} in {source}: {_did_you_mean(str(key), known)}"
-                   f"valid keys are {', '.join(known)}")
-    return {name: dict(values or {}) for name, values in data.items()}
-
-
-def _dotted(section: str, key) -> str:
-    """section.key as a user typed it, quoted when the key holds anything but a name (a newline would
-    otherwise split the one-line error)."""
-    return f"{section}.{key}" if str(key).isidentifier() else repr(f"{section}.{key}")
-
-
-def from_dict(data: dict | None) -> Config:
-    """Build a Config from nested dicts, rejecting unknown sections and keys."""
-    sections = {}
-    for name, values in check_shape(data, "the config").items():
-        kwargs = {key: _coerce(name, key, raw) for key, raw in values.items()
-                  if f"{name}.{key}" not in RETIRED_KEYS}
-        sections[name] = SECTIONS[name](**kwargs)
-    return Config(**sections)
-
-
-def parse_overrides(args: list[str]) -> dict:
-    """``['--search.simulations=100', ...]`` -> {'search': {'simulations': '100'}}."""
-    out: dict = {}
-    for arg in args:
-        body = arg.removeprefix("--")
-        _check("=" in body and "." in body.split("=", 1)[0],
-               f"bad override {arg!r}: write --section.key=value, e.g. --search.simulations=100")
-        dotted, value = body.split("=", 1)
-        section, key = dotted.split(".", 1)
-        out.setdefault(section, {})[key] = value
-    return out
-
-
-def merge(base: dict, extra: dict) -> dict:
-    """Two checked configs ({section: {key: value}}), the later winning key by key."""
-    out = {k: dict(v) for k, v in base.items()}
-    for section, values in extra.items():
-        out.setdefault(section, {}).update(values)
-    return out
-
-
-def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
-    """Read YAML (optional), apply overrides, validate."""
-    data: dict = {}
-    if path:
-        p = Path(path)
-        _check(not p.is_dir(), f"config {str(p)!r} is a folder: pass --config a YAML file in it, or a packaged "
-                               f"config name (see packages/selfplay/configs/)")
-        _check(p.is_file(), f"config file {str(p)!r} not found: pass --config with an existing YAML file "
-                            f"(see packages/selfplay/configs/)")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            # PyYAML's scanner refuses a tab as "found character '\\t' that cannot start any token"
-            if mark is not None and "'\\t'" in str(getattr(e, "problem", "")):
-                raise ConfigError(f"config file {str(p)!r} has a tab{where}, column {mark.column + 1}: YAML indents "
-                                  f"with spaces only; replace the tab with spaces") from None
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
-        data = check_shape(data, f"config file {str(p)!r}")
-    merged = merge(data, check_shape(parse_overrides(list(overrides)), "the --section.key=value flags"))
-    for dotted, replacement in RETIRED_KEYS.items():
-        section, key = dotted.split(".")
-        _check(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")
-    return from_dict(merged)
-
-
-def with_legacy_shape(saved: dict) -> dict:
-    """A checkpoint's saved config with the shape fields it predates filled in as they were then."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()}
-    for section, values in Config.LEGACY_SHAPE.items():
-        for key, value in values.items():
-            out.setdefault(section, {}).setdefault(key, value)
-    return out
-
-
-def dump(cfg: Config) -> str:
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -137,7 +137,7 @@ class Learner:
                 return value_units_firing(self.model, x)
 
     def playing_model(self) -> torch.nn.Module:
-        """The weights to grade and to pit against others: the moving average when kept (checkpoint.playing_weights)."""
+        """The weights to grade and to pit against others: the moving average when kept (Checkpoint.playing_weights)."""
         return self.ema.module if self.ema is not None else self.model
 
     def state_dict(self) -> dict:

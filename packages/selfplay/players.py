@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import BASELINE, BASELINE_HELP
+from .config_io import from_dict, with_legacy_shape
 from .games import Game
 from .mcts import BatchedMCTS
 
@@ -125,17 +126,15 @@ def baseline(game: Game, name: str):
     return RolloutMCTSPlayer(game, int(m[3]))
 
 
-def network_player(game: Game, payload: dict, simulations: int, name: str, precision: str = "auto"):
-    """A NetworkPlayer from a checkpoint's payload (its config's model shape and search.c_puct)."""
-    from .checkpoint import playing_weights
-    from .config import from_dict, with_legacy_shape
-    from .hardware import inference_dtype
+def network_player(game: Game, config: dict, weights: dict, simulations: int, name: str, precision: str = "auto"):
+    """A NetworkPlayer from a run's config (its model shape and search.c_puct) and weights (a state_dict)."""
+    from .hardware import inference_dtype  # torch: this module is imported by `selfplay --help` (arena)
     from .inference import NetworkEvaluator
     from .model import build_model
 
-    cfg = from_dict(with_legacy_shape(payload["config"]))
+    cfg = from_dict(with_legacy_shape(config))
     m = cfg.model
     model = build_model(game, m.channels, m.blocks, m.policy_filters, m.value_filters)
-    model.load_state_dict(playing_weights(payload))
+    model.load_state_dict(weights)
     evaluator = NetworkEvaluator(model.eval(), inference_dtype(precision))
     return NetworkPlayer(game, evaluator, simulations, cfg.search.c_puct, name)

@@ -10,21 +10,16 @@ and replay buffer): run the same command again after Ctrl-C, SIGTERM or a crash.
 
 from __future__ import annotations
 
-import logging
-import multiprocessing as mp
 import signal
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
 
-import numpy as np
 import torch
-from launch_contract import END_KIND, LOSS_KEY, STATS_FILE
+from launch_contract import END_KIND, STATS_FILE
 
-from . import checkpoint, evaluate
-from .actor_pool import ActorPool
-from .actors import die_with_parent
+from . import checkpoint
 from .arena import PeriodicArena
-from .config import Config, dump, with_legacy_shape
+from .config import Config
+from .config_io import dump, with_legacy_shape
 from .distributed import (
     DistInfo,
     LostRankError,
@@ -36,23 +31,15 @@ from .distributed import (
     is_collective_failure,
 )
 from .games import make_game
-from .hardware import (
-    actor_count,
-    cores_per_rank,
-    inference_dtype,
-    leaves_served_by_learner,
-    pick_device,
-    pick_precision,
-)
+from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
 from .inference import pick_runtime
-from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
+from .metrics import MetricsWindow, budget_clock
+from .periodic_eval import PeriodicEval
 from .replay import ReplayBuffer
 from .rundir import RunDir
-from .stats import EVAL_MINUTE, EVAL_STEP, RunLog, progress_line
-from .weights import SharedWeights, flat_float_state
-
-log = logging.getLogger("selfplay")
+from .self_play import SelfPlay
+from .stats import RunLog, progress_line
 
 
 class StopRequested:
@@ -128,9 +115,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         nonlocal saved_step
         if not info.is_main:
             return
-        payload = {**learner.state_dict(), "step": step, "config": cfg.to_dict(), "counters": counters,
-                   "replay": replay.state_dict()}
-        path = checkpoint.save(run_dir.local, step, payload, keep=cfg.run.keep_checkpoints)
+        state = checkpoint.Checkpoint(step=step, config=cfg.to_dict(), counters=counters, replay=replay.state_dict(),
+                                      **learner.state_dict())
+        path = checkpoint.save(run_dir.local, state, keep=cfg.run.keep_checkpoints)
         saved_step = step
         try:
             run_dir.push(path, run_dir.local / STATS_FILE)
@@ -146,7 +133,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         metrics = window.metrics(selfplay.pool, replay, counters, step, seconds)
         metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
         metrics["learner/value_units_firing"] = firing = learner.value_units_firing()
-        metrics.update(_clock(cfg, step, time.monotonic() - started, metrics["charts/learner_steps_per_s"]))
+        metrics.update(budget_clock(cfg, step, time.monotonic() - started, metrics["charts/learner_steps_per_s"]))
         runlog.record(step, metrics)
         runlog.say(progress_line(metrics, evals.last))
         if firing == 0 and step > lc.warmup_steps and not warned_dead_value:
@@ -236,17 +223,6 @@ def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None
     return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
 
 
-def _clock(cfg: Config, step: int, elapsed_s: float, steps_per_s: float) -> dict:
-    """This session's minutes so far and, with a budget, the minutes left: by run.max_minutes, or by run.max_steps
-    at the last window's step rate, whichever ends the run first (None while a steps-only run has no rate)."""
-    left = []
-    if cfg.run.max_minutes:
-        left.append(cfg.run.max_minutes - elapsed_s / 60)
-    if cfg.run.max_steps and steps_per_s > 0:
-        left.append(max(0, cfg.run.max_steps - step) / steps_per_s / 60)
-    return {"charts/elapsed_minutes": elapsed_s / 60, "charts/remaining_minutes": max(0.0, min(left)) if left else None}
-
-
 def _time_progress(cfg: Config, elapsed_s: float) -> float:
     """Share of this session's time budget spent (0 without one)."""
     return min(1.0, elapsed_s / (60 * cfg.run.max_minutes)) if cfg.run.max_minutes else 0.0
@@ -267,13 +243,13 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
     step, saved_step = 0, None
     newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
-        payload = checkpoint.load(newest)
-        checkpoint.check_compatible(with_legacy_shape(payload["config"]), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
-        learner.load_state_dict(payload)
-        if payload.get("replay"):
-            replay.load_state_dict(payload["replay"])
-        counters.update(payload.get("counters", {}))
-        step = saved_step = int(payload["step"])
+        saved = checkpoint.load(newest)
+        checkpoint.check_compatible(with_legacy_shape(saved.config), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        learner.load_state_dict(saved.learner_state())
+        if saved.replay:
+            replay.load_state_dict(saved.replay)
+        counters.update(saved.counters)
+        step = saved_step = saved.step
         runlog.say(f"resumed from {newest} at step {step} ({replay.size} positions in the buffer)")
     if info.enabled:  # every rank starts from rank 0's step, weights and optimizer state, fresh or resumed
         state = broadcast_state({**learner.state_dict(), "step": step, "saved_step": saved_step}
@@ -282,160 +258,3 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
             learner.load_state_dict(state)
             step, saved_step = int(state["step"]), state["saved_step"]
     return step, saved_step
-
-
-class SelfPlay:
-    """The actors, the weights they read and, on the GPU path, the server that answers their leaves."""
-
-    def __init__(self, cfg: Config, game, device: torch.device, precision, learner: Learner, step: int,
-                 actors: int, seed: int, runlog: RunLog):
-        self.runlog = runlog
-        numel = sum(v.numel() for _, v in flat_float_state(learner.model))
-        self.weights = SharedWeights(numel)
-        self.weights.publish(learner.model, step)
-        self.server = None
-        accelerator = device.type in ("cuda", "xla")
-        if leaves_served_by_learner(cfg.actors.inference, device, cfg.actors.precision):
-            planes = game.encode(game.initial_states(1)).shape[1:]
-            dtype = precision.dtype if accelerator else inference_dtype(cfg.actors.precision)
-            self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype,
-                                     learner.device_lock if device.type == "xla" else None)
-            self.server.publish(learner.model, step)
-            self.server.start()
-            runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
-        elif accelerator:
-            why = ("bf16 actors outrun served leaves; actors.inference=learner serves them anyway"
-                   if cfg.actors.inference == "auto" else "actors.inference=local")
-            runlog.say(f"self-play leaves are evaluated on each actor's own core, not the learner's {device} ({why})")
-        self.pool = ActorPool(actors, cfg.to_dict(), self.weights.name, numel, seed, cfg.actors.restart_limit,
-                              self.server)
-
-    def collect(self, replay: ReplayBuffer, counters: dict, timeout: float) -> None:
-        """Finished games into the replay buffer; restarted actors counted and reported."""
-        for event in self.pool.check():
-            counters["actor_restarts"] += 1
-            self.runlog.say(f"warning: {event}")
-        for s in self.pool.get(timeout=timeout):
-            replay.add(s.states, s.policy, s.z, s.q, s.version)
-            counters["games"] += s.games
-            counters["positions"] += len(s.z)  # recorded for training
-            counters["plies"] += s.plies  # played
-            counters["draws"] += s.outcomes["draw"]
-
-    def publish(self, model, step: int) -> None:
-        (self.server or self.weights).publish(model, step)
-
-    def stop(self) -> None:
-        self.pool.stop()
-        if self.server is not None:  # after the actors: one waiting on its answer would otherwise hang until killed
-            self.server.stop()
-            self.server.slots.close()
-        self.weights.close()
-
-
-class PeriodicEval:
-    """Pons grading at the start (the baseline, and a progress line with errors within a minute or two) and then
-    every eval.every_minutes, in a spawned process on a copy of the weights; never waited on. Each result is
-    recorded at the step whose weights were graded."""
-
-    def __init__(self, cfg: Config, game, info: DistInfo, runlog: RunLog):
-        self.cfg, self.runlog = cfg, runlog
-        self.last: dict | None = None
-        self.pending: Future | None = None
-        self.pending_step, self.pending_minute = 0, 0.0
-        self.started = time.monotonic()  # the session's start, to a few milliseconds: the minute of each grading
-        self.last_t = -float("inf")  # due at once
-        due = cfg.eval.every_minutes > 0 and game.name == "connect4" and info.is_main
-        if due:
-            try:
-                evaluate.find_pons_dir(cfg.eval.pons_dir)
-            except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
-                runlog.say(f"warning: {e}; periodic evaluation is off for this run")
-                due = False
-        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent) \
-            if due else None
-
-    def poll(self, step: int, model: torch.nn.Module, now: float) -> None:
-        cfg = self.cfg
-        if self.pending is not None and self.pending.done():
-            try:
-                result = self.pending.result()
-                # the figures say whose they are: the progress line repeats them for minutes after
-                self.last = {**evaluate.summary(result), EVAL_STEP: self.pending_step, EVAL_MINUTE: self.pending_minute}
-                self.runlog.record(self.pending_step, self.last, kind="eval")
-                self.runlog.say(f"evaluation at step {self.pending_step} (minute {self.pending_minute:.0f}):\n"
-                                f"{evaluate.format_table(result)}")
-            except Exception as e:  # noqa: BLE001 -- an evaluation failure must not end the training
-                self.runlog.say(f"warning: evaluation failed: {e}")
-            self.pending = None
-        if self.pool and self.pending is None and now - self.last_t >= 60 * cfg.eval.every_minutes:
-            self.last_t, self.pending_step, self.pending_minute = now, step, (now - self.started) / 60
-            state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-            self.pending = self.pool.submit(
-                evaluate.evaluate_weights, state, cfg.to_dict()["model"], cfg.eval.pons_dir,
-                cfg.eval.positions_per_set, cfg.eval.simulations, cfg.search.c_puct, cfg.actors.precision)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-class MetricsWindow:
-    """What happened since the last progress line: steps, losses, waits, and the actors' counters' deltas."""
-
-    def __init__(self, counters: dict):
-        self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
-        self.totals: dict | None = None
-        self.games_at = {k: counters[k] for k in ("games", "plies", "draws")}  # as of the last line
-        self.losses: list[dict] = []
-        self.staleness: list[float] = []
-
-    def waited(self, seconds: float, filling: bool) -> None:
-        self.wait_s += seconds
-        if filling:
-            self.filling += 1
-        else:
-            self.throttled += 1
-
-    def stepped(self, losses: dict, staleness: float) -> None:
-        self.steps += 1
-        self.losses.append(losses)
-        self.staleness.append(staleness)
-
-    def metrics(self, pool: ActorPool, replay: ReplayBuffer, counters: dict, step: int, seconds: float) -> dict:
-        totals = pool.totals()
-        previous = self.totals or {k: 0.0 for k in totals}
-        delta = {k: max(0.0, totals[k] - previous[k]) for k in totals}
-        self.totals = totals
-        games_delta = {k: counters[k] - self.games_at[k] for k in self.games_at}
-        self.games_at = {k: counters[k] for k in self.games_at}
-        m = {
-            "charts/step": step,
-            "charts/positions_per_s": delta["moves"] / seconds,
-            "charts/simulations_per_s": delta["simulations"] / seconds,
-            "charts/learner_steps_per_s": self.steps / seconds,
-            "selfplay/games": counters["games"],
-            "selfplay/positions": counters["positions"],
-            "selfplay/evals_per_call": delta["evals"] / max(1.0, delta["calls"]),
-            "selfplay/forward_share": delta["forward_s"] / max(1e-9, delta["busy_s"]),
-            "selfplay/actor_restarts": counters["actor_restarts"],
-            # of the games finished in this window: what users of self-play trainers watch for collapse
-            "selfplay/draw_rate": games_delta["draws"] / games_delta["games"] if games_delta["games"] else None,
-            "selfplay/game_length": games_delta["plies"] / games_delta["games"] if games_delta["games"] else None,
-            "learner/buffer_size": replay.size,
-            "learner/window": replay.window(),
-            # samples trained per position added: the pacing target (learner.samples_per_position) when
-            # the learner keeps up, below it when self-play outpaces the learner
-            "learner/mean_reuse": replay.samples_per_added(),
-            "learner/wait_fraction": min(1.0, self.wait_s / seconds),
-            "learner/sample_staleness": float(np.mean(self.staleness)) if self.staleness else 0.0,
-        }
-        if self.throttled + self.filling:
-            m["learner/wait_reason"] = "samples/position target: self-play is behind" \
-                if self.throttled >= self.filling else "filling the buffer"
-        for key in ("losses/policy", "losses/value", LOSS_KEY, "losses/policy_target_entropy"):
-            m[key] = float(np.mean([x[key] for x in self.losses])) if self.losses else None
-        self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
-        self.losses.clear()
-        self.staleness.clear()
-        return m

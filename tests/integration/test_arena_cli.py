@@ -6,8 +6,8 @@ import sys
 
 import pytest
 from selfplay import checkpoint
-from selfplay.__main__ import main, resolve_config
-from selfplay.config import load
+from selfplay.__main__ import main
+from selfplay.config_io import load, resolve_config
 from selfplay.games import TicTacToe
 from selfplay.model import build_model
 from train_helpers import records
@@ -58,7 +58,7 @@ def untrained(tmp_path):
     cfg = load(resolve_config("tictactoe"))
     m = cfg.model
     model = build_model(TicTacToe(), m.channels, m.blocks, m.policy_filters, m.value_filters)
-    checkpoint.save(tmp_path / "run", 3, {"model": model.state_dict(), "step": 3, "config": cfg.to_dict()})
+    checkpoint.save(tmp_path / "run", checkpoint.Checkpoint(step=3, config=cfg.to_dict(), model=model.state_dict()))
     return tmp_path / "run"
 
 

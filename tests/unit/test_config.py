@@ -6,8 +6,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from selfplay.__main__ import main, resolve_config
-from selfplay.config import SECTIONS, load
+from selfplay.__main__ import main
+from selfplay.config import SECTIONS
+from selfplay.config_io import load, resolve_config
 from selfplay.errors import ConfigError
 
 
@@ -69,7 +70,7 @@ def test_cli_prints_one_line_and_exits_2_on_a_bad_config(capsys):
 def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still_loads():
     with pytest.raises(ConfigError, match=r"learner\.max_reuse is no longer a setting: use learner\.samples_per_position"):
         load(resolve_config("connect4"), ["--learner.max_reuse=4"])
-    from selfplay.config import from_dict
+    from selfplay.config_io import from_dict
     assert from_dict({"learner": {"max_reuse": 4, "lr": 0.01}}).learner.lr == 0.01  # `selfplay eval` of an old run
 
 

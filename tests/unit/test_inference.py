@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from selfplay.config import load
+from selfplay.config_io import load
 from selfplay.errors import ConfigError
 from selfplay.games import make_game
 from selfplay.inference import NetworkEvaluator, pick_runtime

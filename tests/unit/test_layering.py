@@ -52,9 +52,21 @@ def test_the_agent_imports_only_the_stdlib_and_the_contract():
     assert {name for name in imported if name not in sys.stdlib_module_names} == {"launch_contract"}
 
 
-def module_graph() -> dict[str, set[str]]:
-    """{module: the modules of packages/ it imports}, function-level imports included; `from package import sub`
-    names the submodule, not the package (a package importing its own submodules is no cycle)."""
+def module_level(tree: ast.Module):
+    """The nodes that run on import: the module's statements, into if/try/with blocks, not into defs or classes."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def module_graph(on_import_only: bool = False) -> dict[str, set[str]]:
+    """{module: the modules of packages/ it imports}, function-level imports included (unless ``on_import_only``,
+    then only what importing the module runs; third-party modules kept too); `from package import sub` names the
+    submodule, not the package (a package importing its own submodules is no cycle)."""
     modules = {}
     for path in PACKAGES.rglob("*.py"):
         parts = list(path.relative_to(PACKAGES).with_suffix("").parts)
@@ -63,7 +75,8 @@ def module_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in module_level(tree) if on_import_only else ast.walk(tree):
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -73,7 +86,7 @@ def module_graph() -> dict[str, set[str]]:
                     base = ".".join(anchor + ([node.module] if node.module else []))
                 subs = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
                 edges.update(subs or {base})
-        graph[name] = {e for e in edges if e in modules and e != name}
+        graph[name] = {e for e in edges if (e in modules or on_import_only) and e != name}
     return graph
 
 
@@ -92,3 +105,17 @@ def test_no_import_cycle_inside_a_package():
     for module in sorted(graph):
         walk(module, module, [module])
     assert cycles == []
+
+
+def test_the_selfplay_command_line_imports_torch_only_in_the_verb_that_runs():
+    """`selfplay --help` and `selfplay check` (what `gantry run` asks on the laptop, in a subprocess) stay quick:
+    nothing the dispatcher imports, its verb modules included, imports torch when imported; a verb's ``run`` does."""
+    graph, seen, todo = module_graph(on_import_only=True), set(), ["selfplay.__main__"]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in graph:
+            continue
+        seen.add(module)
+        todo.extend(graph[module] | {module.rpartition(".")[0]} - {""})  # importing a.b runs a/__init__.py too
+    heavy = sorted(m for m in seen if {"torch", "torch_xla", "onnxruntime"} & top_level(graph[m]))
+    assert "selfplay.cli.train" in seen and heavy == [], f"imported by `selfplay --help`, and importing torch: {heavy}"

@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from selfplay.checkpoint import CheckpointError, check_compatible, playing_weights
-from selfplay.config import Config, load, with_legacy_shape
+from selfplay.checkpoint import Checkpoint, CheckpointError, check_compatible
+from selfplay.config import Config
+from selfplay.config_io import load, with_legacy_shape
 from selfplay.distributed import DistInfo
 from selfplay.games import make_game
 from selfplay.hardware import Precision
@@ -93,12 +94,12 @@ def test_the_moving_average_lags_the_weights_and_is_what_a_checkpoint_plays():
     moved, lagged = (raw[w] - start[w]).norm(), (avg[w] - start[w]).norm()
     assert 0 < lagged < moved                         # between the start and the newest weights
     assert not torch.equal(avg["stem.1.running_mean"], raw["stem.1.running_mean"])  # BatchNorm averaged too
-    payload = {**learner.state_dict(), "step": 12, "config": cfg.to_dict()}
-    assert playing_weights(payload) is payload["ema"]
-    assert playing_weights({k: v for k, v in payload.items() if k != "ema"}) is payload["model"]
+    saved = Checkpoint(step=12, config=cfg.to_dict(), **learner.state_dict())
+    assert saved.playing_weights() is saved.ema
+    assert Checkpoint(step=12, config=cfg.to_dict(), model=saved.model).playing_weights() is saved.model
 
     resumed = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
-    resumed.load_state_dict(payload)
+    resumed.load_state_dict(saved.learner_state())
     assert all(torch.equal(a, b) for a, b in zip(resumed.playing_model().state_dict().values(), avg.values()))
     resumed.step(_batch(game, seed=99))               # averages on from the saved average, not a fresh copy
     after = resumed.playing_model().state_dict()[w]

@@ -19,7 +19,7 @@ def test_a_collective_error_is_quoted_by_its_first_sentence_without_gloos_source
 
 
 def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_passes_the_error_line(tmp_path, capsys):
-    from selfplay.__main__ import _TorchrunRelay
+    from selfplay.cli.launch import TorchrunRelay
 
     tracker = [
         ("/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
@@ -31,7 +31,7 @@ def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_pas
     ]
     error = "selfplay: error: rank 1 lost contact with another rank at step 7 (Connection reset by peer): ...\n"
     report = tmp_path / "report.log"
-    relay = _TorchrunRelay(iter([*tracker, error]), report)
+    relay = TorchrunRelay(iter([*tracker, error]), report)
     relay.run()
     assert capsys.readouterr().err == error  # the exit is the one line
     assert report.read_text() == "".join(tracker) and relay.rank_said_why

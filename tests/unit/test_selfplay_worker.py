@@ -2,7 +2,7 @@
 
 import numpy as np
 from selfplay.actors import SelfPlayWorker
-from selfplay.config import load
+from selfplay.config_io import load
 from selfplay.games import make_game
 from selfplay.mcts import uniform_evaluator
 

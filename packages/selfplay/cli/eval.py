@@ -1,0 +1,54 @@
+"""selfplay eval: grade a checkpoint on the Pons test sets (weak and strong error, raw policy and MCTS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from selfplay import evaluate
+from selfplay.config_io import from_dict
+from selfplay.errors import ConfigError, ExitStatus
+from selfplay.games import make_game
+
+NAME = "eval"
+HELP = "grade a checkpoint on the Pons test sets (weak/strong error, policy and MCTS)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="a ckpt-*.pt file or a run directory (its newest)")
+    parser.add_argument("--positions", type=int, default=1000, help="positions per set (first N of 1000)")
+    parser.add_argument("--simulations", type=int, default=0,
+                        help="MCTS simulations per move (default: eval.simulations)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    parser.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
+    parser.add_argument("--json", default="", help="also write the results here")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def run(args, _overrides) -> int:
+    import torch  # torch and what runs on it: not for `--help` or the other verbs
+
+    from selfplay import checkpoint
+    from selfplay.hardware import inference_dtype
+    from selfplay.inference import NetworkEvaluator
+    from selfplay.model import build_model
+
+    path = checkpoint.resolve(args.checkpoint)
+    saved = checkpoint.load(path)
+    cfg = from_dict(saved.config)
+    if cfg.game.name != "connect4":
+        raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
+    torch.set_num_threads(args.threads)
+    model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
+    model.load_state_dict(saved.playing_weights())
+    sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
+    sims = args.simulations or cfg.eval.simulations
+    result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,
+                               cfg.search.c_puct)
+    result["_meta"].update(checkpoint=str(path), step=saved.step)
+    print(f"{path} (step {saved.step})")
+    print(evaluate.format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True))
+    return ExitStatus.OK
