@@ -4,7 +4,7 @@ session's clock against its budget (stats.py writes them and turns them into the
 from __future__ import annotations
 
 import numpy as np
-from launch_contract import LOSS_KEY
+from launch_contract import LOSS_KEY, POSITIONS_PER_S_KEY
 
 from .actor_pool import ActorPool
 from .config import Config
@@ -53,7 +53,7 @@ class MetricsWindow:
         self.games_at = {k: counters[k] for k in self.games_at}
         m = {
             "charts/step": step,
-            "charts/positions_per_s": delta["moves"] / seconds,
+            POSITIONS_PER_S_KEY: delta["moves"] / seconds,
             "charts/simulations_per_s": delta["simulations"] / seconds,
             "charts/learner_steps_per_s": self.steps / seconds,
             "selfplay/games": counters["games"],
