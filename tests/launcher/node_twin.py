@@ -25,9 +25,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "infra"))  # the renderer tests/infra uses
-from infra_tools import render_startup_script
-
 from gantry_agent import shipped_files
+from infra_tools import render_startup_script
 
 REPO = Path(__file__).resolve().parents[2]
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
