@@ -31,7 +31,7 @@ resource "google_project_iam_member" "node_log_writer" {
 
 # use_tpu: the node stops its own TPU node (nodes:stop) after idle_shutdown_minutes, a crash loop or
 # max_run_hours, since powering a TPU VM's host off does not stop Cloud TPU's billing and
-# google_tpu_v2_vm has no run-duration limit (packages/gantry/agent.py, Agent.stop_tpu_node). No
+# google_tpu_v2_vm has no run-duration limit (packages/gantry_agent/power.py, stop_tpu_node). No
 # predefined role is narrower than roles/tpu.admin, which could also create TPUs, so a custom role
 # holds exactly what that call needs. Project-wide: Cloud TPU nodes have no IAM policy of their own,
 # and an IAM Condition on resource.name works only for the services listed in

@@ -45,9 +45,11 @@ locals {
   image_repository_url = "${local.registry_host}/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
   bucket_name          = coalesce(var.bucket_name, "${var.project_id}-${var.deployment_name}-runs")
 
-  # The node agent ships as instance metadata from the launcher's own package, with the launch contract it imports
-  # (stdlib-only files both: the VM's system Python runs them).
-  agent_source_path    = "${path.module}/../packages/gantry/agent.py"
+  # The node agent ships as instance metadata: its package (packages/gantry_agent) as one JSON object of file name ->
+  # source, which the startup script unpacks, and the launch contract it imports (stdlib-only code both: the VM's
+  # system Python runs them). gantry_agent.shipped_files() builds the same object for the tests and the node twin.
+  agent_package_dir    = "${path.module}/../packages/gantry_agent"
+  agent_bundle         = jsonencode({ for name in fileset(local.agent_package_dir, "*.py") : name => file("${local.agent_package_dir}/${name}") })
   contract_source_path = "${path.module}/../packages/launch_contract.py"
 
   node_metadata = merge(
@@ -56,7 +58,7 @@ locals {
       enable-guest-attributes                       = "TRUE"
       block-project-ssh-keys                        = "TRUE"
       startup-script                                = module.startup_script.script
-      (module.startup_script.agent_metadata_key)    = file(local.agent_source_path)
+      (module.startup_script.agent_metadata_key)    = local.agent_bundle
       (module.startup_script.contract_metadata_key) = file(local.contract_source_path)
     },
     # Older Deep Learning VM families install the driver at first boot only when asked.

@@ -7,7 +7,7 @@ One stdlib-only file that imports nothing of Gantry's, because it runs in four p
 
 The launcher (packages/gantry) and the trainers (packages/selfplay, packages/toytrain) import it as the module
 ``launch_contract`` (pyproject's py-modules); the node agent imports it the same way on the VM, where Terraform
-ships this file as instance metadata key ``gantry-contract`` and the startup script writes it beside agent.py
+ships this file as instance metadata key ``gantry-contract`` and the startup script writes it beside the agent's package
 (infra/modules/startup_script). So a name two layers share is defined here once; ``selfplay`` and ``gantry``
 never import each other (tests/unit/test_layering.py).
 """

@@ -70,7 +70,7 @@ run "tpu_v3_8_standard" {
     error_message = "The TPU VM has the node tag, so the IAP SSH and node-to-node firewall rules apply to it."
   }
   assert {
-    condition     = google_tpu_v2_vm.node[0].metadata["startup-script"] == module.startup_script.script && google_tpu_v2_vm.node[0].metadata["gantry-agent"] == file("${path.module}/../packages/gantry/agent.py") && google_tpu_v2_vm.node[0].metadata["gantry-contract"] == file("${path.module}/../packages/launch_contract.py")
+    condition     = google_tpu_v2_vm.node[0].metadata["startup-script"] == module.startup_script.script && google_tpu_v2_vm.node[0].metadata["gantry-agent"] == local.agent_bundle && contains(keys(jsondecode(google_tpu_v2_vm.node[0].metadata["gantry-agent"])), "__main__.py") && google_tpu_v2_vm.node[0].metadata["gantry-contract"] == file("${path.module}/../packages/launch_contract.py")
     error_message = "The TPU VM boots the same startup script, node agent and launch contract as the VMs (local.node_metadata)."
   }
   assert {

@@ -1,4 +1,4 @@
-"""Runs on the nodes: the launcher's side of the node agent (packages/gantry/agent.py).
+"""Runs on the nodes: the launcher's side of the node agent (packages/gantry_agent).
 
 A run needs no SSH: the launcher writes a run spec (JSON) into each node's metadata key ``gantry-run``
 (every other key kept); the agent on the node waits on the metadata server for it, runs the trainer

@@ -36,7 +36,7 @@ class Terraform:
 
 def copy_repo_tree(dest: Path, tree: str = "infra") -> Path:
     """Copy `tree` under dest and link the repo's other top-level entries beside it, so paths
-    like ${path.module}/../packages/gantry/agent.py resolve as they do in the checkout."""
+    like ${path.module}/../packages/gantry_agent resolve as they do in the checkout."""
     ignore = shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*", "terraform.tfvars")
     shutil.copytree(REPO / tree, dest / tree, ignore=ignore)
     for entry in REPO.iterdir():

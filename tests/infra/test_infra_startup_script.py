@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from gantry.agent import MAX_RUN_HOURS_ENV, Settings
+from gantry_agent.settings import MAX_RUN_HOURS_ENV, Settings
 from infra_stubs import APT_LOCKED, KERNEL, install_stubs
 from infra_tools import REPO, render_startup_script, require_tool, run
 from launch_contract import NAMESPACE, RUN_KEY
@@ -99,13 +99,13 @@ class Node:
         return [int(line.split()[1]) for line in self.commands() if line.startswith("sleep ")]
 
 
-AGENT_SOURCE = "import launch_contract\nprint('agent')\n"
+AGENT_FILES = {"__init__.py": "", "__main__.py": "import launch_contract\nprint('agent')\n"}
 CONTRACT_SOURCE = "RUN_KEY = 'gantry-run'\n"
 
 
-def _healthy_node(root, script, gpu, agent=AGENT_SOURCE, contract=CONTRACT_SOURCE, **kwargs):
+def _healthy_node(root, script, gpu, agent=AGENT_FILES, contract=CONTRACT_SOURCE, **kwargs):
     node = Node(root, script, gpu=gpu, **kwargs)
-    node.serve("instance/attributes/gantry-agent", agent)
+    node.serve("instance/attributes/gantry-agent", json.dumps(agent))
     node.serve("instance/attributes/gantry-contract", contract)
     node.serve("instance/service-accounts/default/token", json.dumps({"access_token": "token-from-metadata"}))
     return node
@@ -125,13 +125,13 @@ def test_cpu_node_boots_docker_logs_in_and_installs_the_agent(rendered, tmp_path
     login = next(line for line in node.commands() if line.startswith("docker login"))
     assert "-u oauth2accesstoken --password-stdin https://us-central1-docker.pkg.dev" in login
     assert "token-from-metadata" not in login
-    # The agent: code from metadata key gantry-agent, unit gantry-agent.service, env for the agent.
-    agent = tmp_path / "opt/gantry/agent.py"
-    assert agent.read_text() == AGENT_SOURCE and os.access(agent, os.X_OK)
+    # The agent: its package's files from metadata key gantry-agent, unit gantry-agent.service, env for the agent.
+    home = tmp_path / "opt/gantry"
+    assert {p.name: p.read_text() for p in (home / "gantry_agent").iterdir()} == AGENT_FILES
     # ...and beside it the launch contract, under the module name the agent imports (metadata key gantry-contract)
-    assert (tmp_path / "opt/gantry/launch_contract.py").read_text() == CONTRACT_SOURCE
+    assert (home / "launch_contract.py").read_text() == CONTRACT_SOURCE
     unit = (node.systemd / "gantry-agent.service").read_text()
-    assert f"ExecStart=/usr/bin/python3 -u {agent}" in unit
+    assert f"WorkingDirectory={home}\nExecStart=/usr/bin/python3 -u -m gantry_agent\n" in unit
     assert "Restart=always" in unit and "SyslogIdentifier=gantry-agent" in unit
     env = (tmp_path / "etc/gantry/agent.env").read_text()
     # the launch contract's names, as the agent and the launcher know them (gantry.agent)
@@ -185,19 +185,34 @@ def test_missing_agent_metadata_reports_an_error(rendered, tmp_path, missing):
 
 
 def test_the_installed_agent_imports_the_installed_contract_on_a_bare_python(rendered, tmp_path):
-    """What Terraform ships (infra/locals.tf: the two files' text) is all the agent needs on the VM's system Python:
-    no venv, no site-packages, only the folder the startup script wrote both files into."""
-    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False,
-                         agent=(REPO / "packages/gantry/agent.py").read_text(),
+    """What Terraform ships (infra/locals.tf: the package's files as one JSON value, and the contract) is all the
+    agent needs on the VM's system Python: no venv, no site-packages, only the folder the startup script wrote into,
+    where the unit runs `python3 -m gantry_agent`."""
+    from gantry_agent import shipped_files
+
+    node = _healthy_node(tmp_path, rendered(use_gpu=False), gpu=False, agent=shipped_files(),
                          contract=(REPO / "packages/launch_contract.py").read_text())
     assert node.boot().returncode == 0
-    agent_dir = tmp_path / "opt/gantry"
-    # -I: no PYTHONPATH, no user site, no current folder; -S: no site-packages (the venv's launch_contract) either
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import agent, launch_contract; "
-             "assert agent.RunSpec is launch_contract.RunSpec; print(launch_contract.__file__)")
-    result = run(["python3", "-I", "-S", "-c", probe, agent_dir], cwd=tmp_path)
+    home = tmp_path / "opt/gantry"
+    # -I: no PYTHONPATH, no user site; -S: no site-packages (the venv's launch_contract) either. The working
+    # directory comes first on sys.path, as for `python3 -m` in the unit's WorkingDirectory.
+    probe = ("import sys; sys.path.insert(0, ''); import gantry_agent.agent as agent, gantry_agent.__main__, "
+             "launch_contract; assert agent.RunSpec is launch_contract.RunSpec; print(launch_contract.__file__)")
+    result = run(["python3", "-I", "-S", "-c", probe], cwd=home)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip() == str(agent_dir / "launch_contract.py")
+    assert result.stdout.strip() == str(home / "launch_contract.py")
+
+
+def test_a_bundle_that_is_not_python_files_is_refused(rendered, tmp_path):
+    """A file name with a folder in it, or source that does not parse, stops the boot in one line: nothing half
+    installed, no agent started."""
+    for bad in ({"../evil.py": "x = 1\n"}, {"agent.py": "def (:\n"}):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        node = _healthy_node(root, rendered(use_gpu=False), gpu=False, agent=bad)
+        assert node.boot().returncode == 1
+        assert "the agent in metadata key gantry-agent is not a JSON object of Python files" in \
+            node.guest_attributes()[-1]
+        assert not (node.systemd / "gantry-agent.service").exists()
 
 
 LOCKED = "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1234 (apt-get)"
@@ -267,12 +282,12 @@ def test_every_setting_the_boot_writes_for_the_agent_is_read_by_it(rendered, use
     import re
     from pathlib import Path
 
-    import gantry.agent
+    import gantry_agent.settings
 
     script = rendered(use_gpu=use_gpu)
     block = script.split('cat >"$agent_env" <<ENV\n', 1)[1].split("\nENV\n", 1)[0]
     written = re.findall(r"^([A-Z_]+)=", block, re.MULTILINE)
-    agent = Path(gantry.agent.__file__).read_text()
+    agent = Path(gantry_agent.settings.__file__).read_text()  # every setting is read there
     assert written and [name for name in written if f'"{name}"' not in agent] == []
 
 

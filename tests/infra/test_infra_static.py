@@ -140,7 +140,7 @@ def test_every_root_output_is_read_by_the_launcher():
 
 def test_the_tpu_nodes_role_grants_the_permission_the_agent_names():
     """The agent's 403 line names TPU_STOP_PERMISSION as what the role in infra/iam.tf grants: they must agree."""
-    from gantry.agent import TPU_STOP_PERMISSION
+    from gantry_agent.settings import TPU_STOP_PERMISSION
 
     role = re.search(r'resource "google_project_iam_custom_role" "tpu_self_stop" \{(.*?)\n\}', (INFRA / "iam.tf").read_text(),
                      flags=re.DOTALL)

@@ -1,4 +1,4 @@
-"""Running the real node agent (packages/gantry/agent.py) as a process against fake_metadata and
+"""Running the real node agent (packages/gantry_agent, `python3 -m gantry_agent`) as a process against fake_metadata and
 fake_docker: what a VM would do, on this machine."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from launch_contract import RunSpec
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-AGENT = REPO / "packages" / "gantry" / "agent.py"
+PACKAGES = REPO / "packages"  # where `-m gantry_agent` finds the package and the launch contract, as on a VM
 FAKE_DOCKER = HERE / "fake_docker.py"
 STUB_TRAINER = HERE / "stub_trainer.py"
 
@@ -68,7 +68,7 @@ class Node:
 
     def start(self) -> Node:
         self.stdout = open(self.root / "agent.stdout", "a")  # noqa: SIM115 (closed in stop())
-        self.process = subprocess.Popen([sys.executable, "-u", str(AGENT)], env=self.environ,
+        self.process = subprocess.Popen([sys.executable, "-u", "-m", "gantry_agent"], env=self.environ, cwd=PACKAGES,
                                         stdout=self.stdout, stderr=subprocess.STDOUT)
         return self
 

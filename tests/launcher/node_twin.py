@@ -4,7 +4,7 @@ A ``TwinNode`` boots the way a GCE VM does: the startup script that Terraform re
 infra/modules/startup_script runs as root (its system paths moved under the node's folder, since two
 nodes share this machine) against a local metadata server (FakeMetadata, standing where
 metadata.google.internal would be). It logs the real Docker engine in to the registry with the
-metadata token and installs the agent from instance metadata key ``gantry-agent`` (and beside it the launch
+metadata token and installs the agent package from instance metadata key ``gantry-agent`` (and beside it the launch
 contract from ``gantry-contract``) as a systemd unit;
 a stand-in ``systemctl`` starts that unit's ExecStart with its EnvironmentFile, as systemd would.
 From there the real agent pulls the pushed image from a real registry and runs the real trainer in
@@ -13,6 +13,7 @@ the real engine.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -24,14 +25,15 @@ import urllib.request
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "infra"))  # the renderer tests/infra uses
+from gantry_agent import shipped_files
 from infra_tools import render_startup_script
 
 REPO = Path(__file__).resolve().parents[2]
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 SYSTEM_PATHS = ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log")
 
-# systemd, as far as the startup script needs it: `restart UNIT` starts the unit's ExecStart with the
-# variables of its EnvironmentFile (over the caller's, which carry the twin's stand-in addresses).
+# systemd, as far as the startup script needs it: `restart UNIT` starts the unit's ExecStart in its WorkingDirectory
+# with the variables of its EnvironmentFile (over the caller's, which carry the twin's stand-in addresses).
 SYSTEMCTL = r'''#!/usr/bin/env python3
 import os, shlex, subprocess, sys
 state = os.environ["TWIN_NODE_DIR"]
@@ -48,7 +50,7 @@ if args[:1] == ["restart"] and args[1].startswith("gantry-agent"):
             env[key] = value
     with open(os.path.join(state, "agent.stdout"), "a") as out:
         agent = subprocess.Popen(shlex.split(settings["ExecStart"]), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=settings["WorkingDirectory"])
     open(os.path.join(state, "agent.pid"), "w").write(str(agent.pid))
 '''
 
@@ -196,7 +198,7 @@ class TwinDeployment:
         for vm in self.vms:  # Spot VMs that stop when preempted, as infra/ creates them with spot = true
             vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
             # what infra/locals.tf ships: the agent, the launch contract it imports, the startup script
-            vm["metadata"]["items"] = [{"key": "gantry-agent", "value": (REPO / "packages/gantry/agent.py").read_text()},
+            vm["metadata"]["items"] = [{"key": "gantry-agent", "value": json.dumps(shipped_files())},
                                        {"key": "gantry-contract",
                                         "value": (REPO / "packages/launch_contract.py").read_text()},
                                        {"key": "startup-script", "value": self.script}]

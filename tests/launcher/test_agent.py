@@ -161,7 +161,7 @@ def test_a_crash_looping_trainer_powers_its_node_off(tmp_path, metadata, nodes):
 
 
 def test_the_crash_loop_limit_has_one_default():
-    from gantry.agent import CRASH_LOOP_SHUTDOWN_MINUTES, Settings
+    from gantry_agent.settings import CRASH_LOOP_SHUTDOWN_MINUTES, Settings
 
     assert Settings({}).crash_loop_minutes == CRASH_LOOP_SHUTDOWN_MINUTES == 30
     assert Settings({"GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES": "0"}).crash_loop_minutes == 0
@@ -170,8 +170,9 @@ def test_the_crash_loop_limit_has_one_default():
 def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     """use_tpu: the launcher picks gantry-trainer:tpu and marks the spec; the agent gives the container the TPU
     (--privileged) and PJRT_DEVICE=TPU, on which the trainer's run.device=auto means XLA. CPU nodes get neither."""
-    from gantry.agent import Settings, docker_run_args
     from gantry.runs import Cluster, launch_specs
+    from gantry_agent.containers import docker_run_args
+    from gantry_agent.settings import Settings
     from launch_contract import RunSpec
     from runs_helpers import cluster_outputs
 
@@ -301,7 +302,8 @@ def test_a_tpu_api_refusal_is_one_line_naming_the_fix_and_the_agent_keeps_going(
 
 
 def test_the_tpu_env_attribute_names_the_node():
-    from gantry.agent import TPU_NODE_KEY, TPU_PROJECT_KEY, TPU_ZONE_KEY, parse_tpu_env
+    from gantry_agent.power import parse_tpu_env
+    from gantry_agent.settings import TPU_NODE_KEY, TPU_PROJECT_KEY, TPU_ZONE_KEY
 
     env = parse_tpu_env("ACCELERATOR_TYPE: 'v4-8'\nCONSUMER_PROJECT_ID: 'my-proj'\nNODE_ID: 'my-node'\n"
                         "ZONE: 'us-central2-b'\nTOPOLOGY: '2x2x1'\nnot a key line\n")
@@ -311,7 +313,8 @@ def test_the_tpu_env_attribute_names_the_node():
 
 def test_an_unreachable_tpu_api_is_one_line_and_the_stop_is_tried_again(tmp_path, metadata, capsys):
     """No network to Cloud TPU (a closed port here): power_off answers False, so its caller tries again later."""
-    from gantry.agent import Agent, Settings
+    from gantry_agent.agent import Agent
+    from gantry_agent.settings import Settings
 
     agent = Agent(Settings({"GANTRY_METADATA_URL": metadata.url, "GANTRY_AGENT_TPU_URL": "http://127.0.0.1:9",
                             "GANTRY_AGENT_SERIAL": str(tmp_path / "serial"), "GANTRY_AGENT_STATE_DIR": str(tmp_path)}))

@@ -1,9 +1,9 @@
-"""The node agent's decision (gantry.agent.decide) on its own: observations in, memory and actions out, on a clock
+"""The node agent's decision (gantry_agent.decide) on its own: observations in, memory and actions out, on a clock
 the test holds. No process, docker or sleep: tests/launcher/test_agent.py runs the whole agent against fakes."""
 
 from dataclasses import replace
 
-from gantry.agent import (
+from gantry_agent.decide import (
     Finished,
     Follow,
     Log,

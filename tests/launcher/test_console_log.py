@@ -1,9 +1,9 @@
-"""A TPU VM's output in the run's bucket folder (gantry.agent.ConsoleLog) against the Cloud Storage stand-in:
+"""A TPU VM's output in the run's bucket folder (gantry_agent.console_log.ConsoleLog) against the Cloud Storage stand-in:
 the JSON API's simple upload with the VM's token, whole-object rewrites, the trim past MAX_BYTES, and a refused
 upload that is one line and no crash."""
 
 from fake_storage import FakeStorage
-from gantry.agent import ConsoleLog
+from gantry_agent.console_log import ConsoleLog
 from launch_contract import console_log_url
 
 RUN_DIR = "gs://runs-bucket/runs/r1"

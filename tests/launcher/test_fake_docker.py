@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import FAKE_DOCKER
-from gantry.agent import Settings, docker_run_args
+from gantry_agent.containers import docker_run_args
+from gantry_agent.settings import Settings
 from launch_contract import RunSpec
 
 

@@ -12,9 +12,10 @@ import pytest
 from agent_helpers import wait_until
 from fake_registry import FakeRegistry
 from gantry import config, cost, runs
-from gantry.agent import Settings, docker_run_args
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
+from gantry_agent.containers import docker_run_args
+from gantry_agent.settings import Settings
 from launch_contract import (
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,

@@ -1,6 +1,6 @@
 """The layering, read from the source: the trainer and the launcher meet only in the launch contract.
 
-    laptop (gantry) -> Terraform (infra/) -> VM agent (gantry/agent.py + launch_contract.py) -> container -> trainer
+    laptop (gantry) -> Terraform (infra/) -> VM agent (gantry_agent/ + launch_contract.py) -> container -> trainer
 
 selfplay and toytrain run in the container and gantry on the laptop (its agent on the VM); a name both sides need
 lives in launch_contract.py, which imports nothing of Gantry's, so that it can ship to the VM beside the agent.
@@ -32,7 +32,8 @@ def top_level(names: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize(("package", "forbidden"), [("selfplay", "gantry"), ("gantry", "selfplay"),
-                                                     ("toytrain", "gantry"), ("toytrain", "selfplay")])
+                                                     ("toytrain", "gantry"), ("toytrain", "selfplay"),
+                                                     ("selfplay", "gantry_agent"), ("gantry", "gantry_agent")])
 def test_the_trainers_and_the_launcher_do_not_import_each_other(package, forbidden):
     files = sorted((PACKAGES / package).rglob("*.py"))
     assert files, f"no modules under packages/{package}"
@@ -47,9 +48,12 @@ def test_the_contract_is_a_stdlib_leaf():
 
 
 def test_the_agent_imports_only_the_stdlib_and_the_contract():
-    """The agent's file and the contract are all the VM gets (infra/locals.tf): no other module of Gantry's."""
-    imported = top_level(imported_modules(PACKAGES / "gantry" / "agent.py"))
+    """The agent's package and the contract are all the VM gets (infra/locals.tf): no other module of Gantry's, and
+    every module under ~400 lines (a small package around a pure decision, #35)."""
+    files = sorted((PACKAGES / "gantry_agent").glob("*.py"))
+    imported = set().union(*(top_level(imported_modules(path)) for path in files))
     assert {name for name in imported if name not in sys.stdlib_module_names} == {"launch_contract"}
+    assert [path.name for path in files if len(path.read_text().splitlines()) > 400] == []
 
 
 def module_level(tree: ast.Module):

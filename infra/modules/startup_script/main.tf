@@ -5,17 +5,18 @@
 locals {
   agent_metadata_key  = "gantry-agent"
   run_metadata_key    = "gantry-run"
-  agent_path          = "/opt/gantry/agent.py"
+  agent_home          = "/opt/gantry"  # the agent's working directory: `python3 -m gantry_agent` imports from it
+  agent_package       = "gantry_agent"
   agent_unit          = "gantry-agent.service"
   agent_log_path      = "/var/log/gantry-agent.log"
   agent_env_path      = "/etc/gantry/agent.env"
   guest_attribute_ns  = "gantry"
   registry_login_user = "oauth2accesstoken"
 
-  # The launch contract (packages/launch_contract.py) goes beside the agent, under its module name: python3 puts a
-  # script's own folder first on sys.path, so the agent's `import launch_contract` finds it with no install step.
+  # The launch contract (packages/launch_contract.py) goes beside the agent's package, under its module name:
+  # `python3 -m` puts its working directory first on sys.path, so `import launch_contract` needs no install step.
   contract_metadata_key = "gantry-contract"
-  contract_path         = "${dirname(local.agent_path)}/launch_contract.py"
+  contract_path         = "${local.agent_home}/launch_contract.py"
 
   script = templatefile("${path.module}/templates/startup.sh.tftpl", {
     deployment_name       = var.deployment_name
@@ -26,7 +27,8 @@ locals {
     required_cuda_version = var.required_cuda_version
     agent_metadata_key    = local.agent_metadata_key
     run_metadata_key      = local.run_metadata_key
-    agent_path            = local.agent_path
+    agent_home            = local.agent_home
+    agent_package         = local.agent_package
     contract_metadata_key = local.contract_metadata_key
     contract_path         = local.contract_path
     agent_unit            = local.agent_unit

@@ -58,8 +58,8 @@ run "contract_outputs" {
   }
 
   assert {
-    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && strcontains(output.script, "readonly agent_path=\"/opt/gantry/agent.py\"")
-    error_message = "The launcher relies on these names: gantry-agent, gantry-run, /opt/gantry/agent.py."
+    condition     = output.agent_metadata_key == "gantry-agent" && output.run_metadata_key == "gantry-run" && strcontains(output.script, "readonly agent_home=\"/opt/gantry\"") && strcontains(output.script, "ExecStart=/usr/bin/python3 -u -m $agent_package")
+    error_message = "The launcher relies on these names: gantry-agent, gantry-run; the agent runs as python3 -m gantry_agent in /opt/gantry."
   }
   assert {
     condition     = output.contract_metadata_key == "gantry-contract" && strcontains(output.script, "readonly contract_path=\"/opt/gantry/launch_contract.py\"")

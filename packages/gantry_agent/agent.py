@@ -1,0 +1,389 @@
+"""The agent's loop: observe the node (metadata, docker, the run's stats.jsonl), decide (decide.py), act through the
+adapters (containers, metadata, console_log, power), report. One class because the loop's memory is one thing: what
+the agent started, since when it idles or crash-loops, what it last reported."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+
+from launch_contract import (
+    ACTIVE_STATES,
+    REPORT_KEY,
+    REPORTED_FIGURES,
+    STEP_KEY,
+    Report,
+    RunSpec,
+    State,
+    console_log_url,
+    newest_record,
+)
+
+from . import power
+from .console_log import ConsoleLog
+from .containers import Docker, docker_run_args
+from .decide import (
+    Finished,
+    Follow,
+    Log,
+    Memory,
+    Observation,
+    SetState,
+    Start,
+    Stop,
+    after_progress,
+    backoff,
+    decide,
+    power_off_due,
+)
+from .metadata import Metadata, MetadataError, TokenBucket
+from .settings import CRASH_LOOP_ENV, MAX_RUN_HOURS_ENV, TPU_ENV_ATTRIBUTE, Settings
+
+
+class Agent:
+    def __init__(self, settings: Settings):
+        self.s = settings
+        self.metadata = Metadata(settings.metadata_url)
+        self.docker = Docker(settings.docker)
+        self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
+        self.etag = ""
+        self.spec = None
+        self.state, self.detail = State.IDLE, ""
+        self.step, self.figures = None, {}
+        self.container = None  # name of the container this agent started or adopted
+        self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
+        self.launch, self.crashes, self.next_start = "", 0, 0.0
+        self.idle_since = time.monotonic()
+        # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping),
+        # the step at that moment, and when the current container started.
+        self.loop_since, self.loop_step, self.started_at = None, None, time.monotonic()
+        self.powered_off = False
+        self.published, self.published_at = None, 0.0
+        self.follower = None
+        self.on_tpu = False  # a Cloud TPU VM: its output also goes to the bucket, and it stops its node, not the host
+        self.tpu_env = {}  # the tpu-env attribute's keys (parse_tpu_env): which node this is
+        self.started = time.monotonic()  # the uptime's stand-in where the uptime file cannot be read
+        self.out_of_time = False  # past max_run_hours on a TPU VM: no trainer starts again on this boot
+        self.next_stop_try = 0.0  # after a failed power-off or node stop: when the next one may be tried
+        self.console = None  # ConsoleLog of the current run on a TPU VM
+        self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
+
+    # ---- output ----
+    def log(self, message: str) -> None:
+        line = f"gantry-agent: {message}"
+        print(line, flush=True)
+        for path in (self.s.log_file, self.s.serial):
+            self._append(path, line)
+        if self.console:
+            self.console.write(line + "\n")
+
+    def _append(self, path: str, line: str) -> None:
+        if not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8", errors="replace") as out:
+                out.write(line + "\n")
+        except OSError:
+            pass  # a missing serial port must not stop the run
+
+    # ---- the main loop ----
+    def run_forever(self) -> None:
+        self.log(f"watching metadata key {self.s.run_key} at {self.s.metadata_url}")
+        failures = 0
+        while True:
+            started = time.monotonic()
+            previous = self.etag
+            try:
+                attributes, self.etag = self.metadata.wait_attributes(self.etag, self.s.watch_seconds)
+                failures = 0
+                self.spec = parse_spec(attributes.get(self.s.run_key), self.log)
+                self.on_tpu = self.on_tpu or TPU_ENV_ATTRIBUTE in attributes or bool(self.spec and self.spec.tpu)
+                if TPU_ENV_ATTRIBUTE in attributes:
+                    self.tpu_env = power.parse_tpu_env(attributes[TPU_ENV_ATTRIBUTE])
+            except MetadataError as exc:
+                failures += 1
+                delay = min(60.0, 2.0 ** failures) * random.uniform(0.8, 1.2)
+                self.log(f"metadata server: {exc}; retrying in {delay:.0f} s")
+                self.reconcile()
+                time.sleep(delay)
+                continue
+            self.reconcile()
+            self.read_progress()
+            self.publish()
+            if self.console:
+                self.console.flush()
+            if time.monotonic() >= self.next_stop_try:
+                self.check_power_off()
+            # A server that answers at once with nothing new (a proxy, a bug) must not become a busy loop.
+            if self.etag == previous and time.monotonic() - started < 1.0:
+                time.sleep(1.0)
+
+    def reconcile(self) -> None:
+        """Observe, decide (``decide``), act."""
+        spec, halted = self.spec, self.powered_off or self.out_of_time
+        names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
+        observed = Observation(
+            spec=spec, now=time.monotonic(), statuses={name: self.docker.status(name) for name in names},
+            finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
+            step=self.step, halted=halted)
+        memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
+        self.remember(memory)
+        for action in actions:
+            self.act(action)
+
+    def memory(self) -> Memory:
+        return Memory(self.state, self.container, self.launch, self.crashes, self.next_start,
+                      frozenset(self.seen_running), self.loop_since, self.loop_step, self.started_at)
+
+    def remember(self, m: Memory) -> None:
+        self.container, self.launch, self.crashes, self.next_start = m.container, m.launch, m.crashes, m.next_start
+        self.seen_running = set(m.seen_running)
+        self.loop_since, self.loop_step, self.started_at = m.loop_since, m.loop_step, m.started_at
+
+    def act(self, action) -> None:
+        if isinstance(action, Stop):
+            self.stop_container(action.container, action.why)
+        elif isinstance(action, Start):
+            self.start_container(action.spec)
+        elif isinstance(action, Follow):
+            self.ensure_follower(action.container)
+        elif isinstance(action, SetState):
+            self.set_state(action.state, action.detail)
+        elif isinstance(action, Finished):
+            self.save_finished(action.spec.launch_id)
+        elif isinstance(action, Log):
+            self.log(action.message)
+        else:
+            raise TypeError(f"no such action: {action!r}")
+
+    # ---- the container ----
+    def run_folder(self, spec: RunSpec) -> str:
+        """The host folder mounted at /runs: one per run, so its stats.jsonl is this run's."""
+        return os.path.join(self.s.runs_dir, spec.run_id)
+
+    def start_container(self, spec: RunSpec) -> None:
+        self.open_console(spec)
+        self.set_state(State.PULLING, spec.image)
+        self.publish()
+        try:
+            if self.s.registry_host:  # the VM's service-account token, fresh for each pull (it lasts about an hour)
+                self.docker.login(self.s.registry_host, self.metadata.token())
+            self.docker.checked("pull", spec.image, timeout=1800)
+            self.docker("rm", "-f", spec.container, timeout=60)
+            self.docker.prepare_run_folder(self.run_folder(spec), spec.image)
+            self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
+        except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
+            self.crashes += 1
+            delay = backoff(self.crashes, self.s.restart_seconds)
+            self.next_start = time.monotonic() + delay
+            self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
+            self.set_state(State.ERROR, str(exc)[:200])
+            return
+        self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
+        self.seen_running.add(spec.container)
+        self.started_at = time.monotonic()
+        self.step, self.figures = None, {}
+        self.ensure_follower(spec.container, fresh=True)
+        self.set_state(State.RUNNING, "")
+
+    def stop_container(self, name: str, why: str) -> None:
+        self.log(f"stopping {name} ({why}); the trainer checkpoints on SIGTERM")
+        self.set_state(State.STOPPING, why)
+        self.publish()
+        self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
+        self.docker("stop", "-t", str(self.s.stop_grace_seconds), name, timeout=self.s.stop_grace_seconds + 60)
+        if self.follower:
+            self.follower.join(timeout=10)
+
+    def open_console(self, spec: RunSpec | None) -> None:
+        """On a TPU VM, the run's output goes to the bucket too (ConsoleLog): the launcher has no serial port there.
+        The local copy lives under the state folder, so a resumed run continues its log."""
+        if spec is None or not (spec.tpu or self.on_tpu) or not spec.run_dir:
+            return
+        url = console_log_url(spec.run_dir, spec.node_rank)
+        if self.console is None or self.console.url != url:
+            local = os.path.join(self.s.state_dir, "console", f"{spec.run_id}-{spec.node_rank}.log")
+            self.console = ConsoleLog(url, local, self.metadata.token, self.s.storage_url,
+                                      self.s.console_upload_seconds)
+
+    def ensure_follower(self, name: str, fresh: bool = False) -> None:
+        self.open_console(self.spec)
+        if self.follower and self.follower.is_alive() and not fresh:
+            return
+        self.follower = threading.Thread(target=self.follow_output, args=(name,), daemon=True)
+        self.follower.start()
+
+    def follow_output(self, name: str) -> None:
+        """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
+        process = self.docker.follow(name)
+        console = self.console
+        with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
+                else open(os.devnull, "w") as serial:
+            for line in process.stdout:
+                serial.write(line)
+                serial.flush()
+                if console:
+                    console.write(line)
+        process.wait()
+        if console:
+            console.flush()
+
+    def read_progress(self) -> None:
+        """The step and headline figures from the newest record of the run's stats.jsonl (rank 0's node)."""
+        if self.spec is None or self.spec.action != "start":
+            return
+        record = newest_record(self.run_folder(self.spec))
+        if record is not None:
+            self.step = int(record[STEP_KEY])
+            self.remember(after_progress(self.memory(), self.step))
+            self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
+
+    # ---- state, reports, idling ----
+    def set_state(self, state: State, detail: str) -> None:
+        if (state, detail) != (self.state, self.detail):
+            self.log(f"state {state}" + (f": {detail}" if detail else ""))
+        self.state, self.detail = state, detail
+        if state in ACTIVE_STATES:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = time.monotonic()
+
+    def report(self) -> Report:
+        spec = self.spec
+        return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
+                      step=self.step, figures=self.figures, detail=self.detail)
+
+    def publish(self) -> None:
+        report = self.report()
+        due = time.monotonic() - self.published_at >= self.s.heartbeat_seconds
+        if report == self.published and not due:
+            return
+        if not self.reports.take():
+            return  # the next loop tries again: the newest report wins, none queue up
+        try:
+            self.metadata.put_guest_attribute(self.s.namespace, REPORT_KEY,
+                                              dataclasses.replace(report, heartbeat=int(time.time())).to_json())
+            self.published, self.published_at = report, time.monotonic()
+        except MetadataError as exc:
+            self.log(f"could not write guest attribute {self.s.namespace}/{REPORT_KEY}: {exc}")
+
+    def check_power_off(self) -> None:
+        """Stop billing for a node without a run for idle_minutes, crash-looping for crash_loop_minutes (a Spot peer
+        preempted: the run spec stays, starting the node resumes the run), or, on a TPU VM, up for max_run_hours
+        (GCE enforces that itself on a VM; Cloud TPU has no such limit): the trainer first checkpoints (SIGTERM)."""
+        if self.powered_off:
+            return
+        tpu_limit = self.on_tpu and self.s.max_run_hours > 0
+        due = power_off_due(time.monotonic(), idle_since=self.idle_since, idle_minutes=self.s.idle_minutes,
+                            loop_since=self.loop_since, crash_loop_minutes=self.s.crash_loop_minutes,
+                            uptime_s=self.uptime() if tpu_limit else None, max_run_hours=self.s.max_run_hours)
+        if due is None:
+            return
+        why, seconds = due
+        run = self.spec.run_id if self.spec else "RUN_ID"
+        if why == "idle":
+            self.power_off(f"no run for {seconds / 60:.1f} min (idle_shutdown_minutes)")
+            return
+        if why == "max-run":
+            self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
+        if self.container and self.docker.running(self.container):
+            self.stop_container(self.container, "crash loop: powering off" if why == "crash-loop"
+                                else "max_run_hours: stopping the TPU node")
+        if why == "crash-loop":
+            self.power_off(f"trainer crash-looping for {seconds / 60:.1f} min without a new step, {self.crashes} "
+                           f"restarts ({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run "
+                           f"resumes, else `make run-gcp ARGS=\"--resume {run}\"`")
+        else:
+            self.power_off(f"the node has been up {seconds / 3600:.2f} h, max_run_hours is {self.s.max_run_hours:g} "
+                           f"({MAX_RUN_HOURS_ENV}); `make run-gcp ARGS=\"--resume {run}\"` starts it again and "
+                           "resumes the run")
+
+    def uptime(self) -> float:
+        return power.uptime(self.s.uptime_file, self.started)
+
+    def power_off(self, why: str) -> bool:
+        """Stop billing for this node: power the VM off, or stop a TPU VM's node. A failure is tried again
+        stop_retry_seconds later, whichever check (idle, crash loop, max_run_hours) asked for it."""
+        if self.on_tpu:
+            # Cloud TPU bills a node until nodes:stop or a delete; powering its host off is neither, and would only
+            # cut the launcher off from a node that may still bill. So the node stops itself, as `make stop` would.
+            stopped = self.stop_tpu_node(why)
+        else:
+            self.announce_stop(why)
+            self.log(f"powering off: {' '.join(self.s.poweroff)}")
+            self.powered_off = stopped = power.power_off_host(self.s.poweroff)
+        if not stopped:
+            self.next_stop_try = time.monotonic() + self.s.stop_retry_seconds
+        return stopped
+
+    def announce_stop(self, why: str) -> None:
+        """Report powering-off at once (not at the next report's turn): it may be the node's last word."""
+        self.set_state(State.POWERING_OFF, why)
+        self.published_at = 0.0
+        self.publish()
+
+    def stop_tpu_node(self, why: str) -> bool:
+        """nodes:stop of this TPU VM's own node; a failure is one line naming the fix, and the caller tries again."""
+        try:
+            node, operation = power.stop_tpu_node(self.s.tpu_url, self.metadata, self.tpu_env)
+        except power.StopFailed as exc:
+            line = (f"could not stop TPU node {exc.node or '(unknown)'}: {exc.cause}; `make stop` stops it meanwhile; "
+                    f"retrying in {self.s.stop_retry_seconds:.0f} s")
+            self.log(" ".join(line.split()))  # one line, whatever Google's message holds
+            self.set_state(State.ERROR, f"could not stop the TPU node: {' '.join(exc.cause.split())}"[:200])
+            return False
+        self.announce_stop(why)
+        self.log(f"stopping TPU node {node} (nodes:stop, operation {operation}): {why}")
+        self.powered_off = True
+        return True
+
+    def shutdown(self) -> None:
+        """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
+        if self.container and self.docker.running(self.container):
+            self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
+        self.log("agent stopped")
+        if self.console:
+            self.console.flush()
+
+    def load_finished(self) -> set:
+        try:
+            with open(self.finished_file, encoding="utf-8") as f:
+                return set(json.load(f))
+        except (OSError, ValueError):
+            return set()
+
+    def save_finished(self, launch: str) -> None:
+        finished = sorted(self.load_finished() | {launch})[-100:]
+        try:
+            os.makedirs(self.s.state_dir, exist_ok=True)
+            with open(self.finished_file + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(finished, f)
+            os.replace(self.finished_file + ".tmp", self.finished_file)
+        except OSError as exc:
+            self.log(f"could not record the finished run in {self.finished_file}: {exc}")
+
+
+def parse_spec(raw, log) -> RunSpec | None:
+    """The run spec from the attribute's text; None when absent or unusable (logged)."""
+    if not raw:
+        return None
+    try:
+        return RunSpec.from_json(raw)
+    except ValueError as exc:
+        log(f"ignoring an unusable run spec: {exc}")
+        return None
+
+
+
+def _writable(path: str) -> bool:
+    try:
+        with open(path, "a"):
+            return True
+    except OSError:
+        return False
+

@@ -1,0 +1,120 @@
+"""The docker CLI on the node, and the `docker run` of a run spec: the contract's environment, GPUs, TPU devices,
+and torchrun's rendezvous when the launch runs your own program."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from launch_contract import (
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    NPROC_PER_NODE_ENV,
+    PJRT_DEVICE_ENV,
+    RUN_DIR_ENV,
+    STAGING,
+    STAGING_ENV,
+    RunSpec,
+)
+
+from .settings import Settings
+
+
+class Docker:
+    """The docker CLI on the node (GANTRY_AGENT_DOCKER, a command line: tests put fake_docker there)."""
+
+    def __init__(self, command: list[str]):
+        self.command = command
+
+    def __call__(self, *args, input_text=None, timeout=120) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], input=input_text, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def checked(self, *args, timeout=120) -> None:
+        """Run it; RuntimeError with the end of docker's own message when it fails."""
+        result = self(*args, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker {args[0]} failed: {(result.stderr or result.stdout).strip()[-300:]}")
+
+    def status(self, name: str) -> tuple[str, int | None]:
+        """(running | exited | created | ..., its exit code), or ("missing", None) when there is no such container."""
+        result = self("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, timeout=30)
+        if result.returncode != 0:
+            return "missing", None
+        status, _, code = result.stdout.strip().partition(" ")
+        return status, int(code or 0)
+
+    def running(self, name: str) -> bool:
+        return self.status(name)[0] == "running"
+
+    def login(self, registry_host: str, token: str) -> None:
+        result = self("login", "-u", "oauth2accesstoken", "--password-stdin", f"https://{registry_host}",
+                      input_text=token, timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker login to {registry_host} refused the node's token "
+                               "(the node service account needs roles/artifactregistry.reader)")
+
+    def prepare_run_folder(self, folder: str, image: str) -> None:
+        """Make the run folder writable for the image's user: the agent is root, the trainer is not.
+
+        The image declares its user (Dockerfile USER 1000:1000): a numeric one gets the folder; a named
+        one (unknown on this host) gets a folder anyone may write, as on a single-tenant VM."""
+        os.makedirs(folder, exist_ok=True)
+        user = self("image", "inspect", "--format", "{{.Config.User}}", image, timeout=60).stdout.strip()
+        uid, _, gid = user.partition(":")
+        if not user or uid in ("0", "root"):
+            return
+        if uid.isdigit() and (not gid or gid.isdigit()):
+            for root, dirs, files in os.walk(folder):  # a folder left by an earlier launch may hold root's files
+                for path in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                    os.chown(path, int(uid), int(gid or uid))
+        else:
+            os.chmod(folder, 0o1777)
+
+    def follow(self, name: str) -> subprocess.Popen:
+        """`docker logs -f`: the container's output so far, then as it comes, until it ends."""
+        return subprocess.Popen([*self.command, "logs", "-f", name], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+
+
+
+# A TPU VM's container. The chips are /dev/accel* (v2-v4) or VFIO groups under /dev/vfio (v5e and later), and libtpu
+# pins its buffers, so it needs an unlimited memlock. --privileged (what Google's "Run TPU workloads in a Docker
+# container" guide uses) passes every host device, but grants capabilities to a root process only: the image's
+# USER 1000 would get neither CAP_IPC_LOCK nor access to root-owned device nodes. So the container runs as root
+# (the agent, root too, owns the run folder) with memlock unlimited, as Google's guide runs it (its images are root).
+# Not yet run on a real TPU (docs/ARCHITECTURE.md).
+TPU_RUN_ARGS = ["--privileged", "--user", "0:0", "--ulimit", "memlock=-1:-1"]
+
+
+def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
+    env = {NNODES_ENV: spec.nnodes, NODE_RANK_ENV: spec.node_rank, MASTER_ADDR_ENV: spec.master_addr,
+           MASTER_PORT_ENV: spec.master_port,
+           STAGING_ENV: STAGING}  # the bucket mirror's local copy survives container restarts
+    if spec.nproc_per_node:
+        env[NPROC_PER_NODE_ENV] = spec.nproc_per_node
+    if spec.run_dir:
+        env[RUN_DIR_ENV] = spec.run_dir
+    args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", s.shm_size,
+            "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
+    if spec.gpu:
+        args += ["--gpus", "all"]
+    if spec.tpu:
+        args += TPU_RUN_ARGS
+        env[PJRT_DEVICE_ENV] = "TPU"
+    for key, value in env.items():
+        args += ["-e", f"{key}={value}"]
+    if spec.torchrun:  # whatever the image's entry point is: the rendezvous is the agent's to wire
+        return [*args, "--entrypoint", "torchrun", spec.image, *torchrun_args(spec)]
+    return [*args, spec.image, *spec.args]
+
+
+def torchrun_args(spec: RunSpec) -> list[str]:
+    """torchrun's static rendezvous at node 0, from the same fields as the environment, then the program.
+    Ranks per node: the launch's --nproc-per-node, else one per GPU on a GPU node, else one."""
+    nproc = spec.nproc_per_node or ("gpu" if spec.gpu else 1)
+    return [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", f"--master-addr={spec.master_addr}",
+            f"--master-port={spec.master_port}", f"--nproc-per-node={nproc}", *spec.args]
+

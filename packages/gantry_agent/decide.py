@@ -1,0 +1,148 @@
+"""The decision: what to do about the run, from what the node observes. Pure: no clock, docker or network, so
+tests/launcher/test_agent_decide.py drives it on a clock the test holds. Agent.reconcile observes, calls ``decide``
+and carries the actions out; Agent.check_power_off asks ``power_off_due``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from launch_contract import RunSpec, State
+
+
+def backoff(crashes: int, restart_seconds: float) -> float:
+    """Seconds before the next start after ``crashes`` failed ones in a row: doubling from restart_seconds, capped at
+    5 minutes (a registry or peer that is down comes back on its own)."""
+    return min(300.0, restart_seconds * 2 ** (crashes - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """What the agent remembers between loops about the run it holds (Agent.memory / Agent.remember)."""
+
+    state: State = State.IDLE
+    container: str | None = None  # the container this agent started or adopted
+    launch: str = ""  # the launch (RunSpec.launch_id) the counters below belong to
+    crashes: int = 0  # failed starts and non-zero exits of this launch in a row
+    next_start: float = 0.0  # monotonic seconds before which nothing is started (backoff)
+    seen_running: frozenset = frozenset()  # containers seen running by this process: their exit 0 means "finished"
+    # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping), the step
+    # at that moment, and when the current container started.
+    loop_since: float | None = None
+    loop_step: int | None = None
+    started_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the node looks like on one loop: the spec, the clock, docker's view of the containers involved."""
+
+    spec: RunSpec | None
+    now: float  # monotonic seconds
+    statuses: dict  # container name -> (docker status: running | exited | missing | ..., exit code or None)
+    finished: bool = False  # the spec's launch already finished on this node (finished-launches.json)
+    step: int | None = None  # the run's newest training step
+    halted: bool = False  # powered off or past max_run_hours: nothing may start
+
+    def status(self, name: str | None) -> tuple:
+        return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
+
+
+# The actions ``decide`` asks for, carried out in order by Agent.act.
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    container: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    spec: RunSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Follow:
+    container: str  # copy its output to the serial port (and the bucket on a TPU VM), unless already copying
+
+
+@dataclasses.dataclass(frozen=True)
+class SetState:
+    state: State
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    spec: RunSpec  # its launch exited 0: recorded, so a restarted agent does not run it again
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    message: str
+
+
+def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes: float) -> tuple[Memory, list]:
+    """The next memory and the actions to take: start the spec's container when it is not running (after the
+    backoff), stop it when the spec says stop or a new run replaces it, record an exit 0 as finished, count a
+    non-zero exit as a crash (and the start of a crash loop unless the container lived crash_loop_minutes)."""
+    if o.halted:
+        return m, []  # going down (or due to): starting a trainer now would only be killed
+    spec, actions = o.spec, []
+    if spec is None or spec.action == "stop":
+        name = spec.container if spec else m.container
+        if name and o.status(name)[0] == "running":
+            actions.append(Stop(name, "the run spec says stop" if spec else "no run spec"))
+        if spec is not None:
+            actions.append(SetState(State.STOPPED, f"run {spec.run_id} stopped"))
+        elif m.state not in (State.IDLE, State.POWERING_OFF):
+            actions.append(SetState(State.IDLE, ""))
+        return dataclasses.replace(m, loop_since=None), actions
+    name = spec.container
+    if m.container and m.container != name and o.status(m.container)[0] == "running":
+        actions.append(Stop(m.container, f"a new run {spec.run_id} replaces it"))
+    m = dataclasses.replace(m, container=name)
+    if spec.launch_id != m.launch:
+        m = dataclasses.replace(m, launch=spec.launch_id, crashes=0, next_start=0.0, loop_since=None)
+    if o.finished:
+        return m, [*actions, SetState(State.FINISHED, f"run {spec.run_id} finished")]
+    status, code = o.status(name)
+    if status == "running":
+        m = dataclasses.replace(m, seen_running=m.seen_running | {name})
+        return m, [*actions, Follow(name), SetState(State.RUNNING, "")]
+    if status == "exited" and name in m.seen_running:
+        m = dataclasses.replace(m, seen_running=m.seen_running - {name})
+        if code == 0:
+            return m, [*actions, Log(f"run {spec.run_id} finished (trainer exited 0)"), Finished(spec),
+                       SetState(State.FINISHED, f"run {spec.run_id} finished")]
+        crashes = m.crashes + 1
+        delay = backoff(crashes, restart_seconds)
+        m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
+        if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
+            m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+        actions += [Log(f"trainer exited with code {code}; restart {crashes} in {delay:.0f} s"),
+                    SetState(State.RESTARTING, f"trainer exited with code {code}")]
+    if o.now < m.next_start:
+        return m, actions
+    # Not running: never started, crashed, or left over from before a reboot or preemption.
+    return m, [*actions, Start(spec)]
+
+
+def power_off_due(now: float, *, idle_since: float | None, idle_minutes: float, loop_since: float | None,
+                  crash_loop_minutes: float, uptime_s: float | None, max_run_hours: float) -> tuple[str, float] | None:
+    """Whether this node should stop billing now, and why: ("idle", seconds without a run), ("crash-loop", seconds
+    crash-looping without a new step) or ("max-run", seconds up, on a TPU VM only: uptime_s is None elsewhere).
+    A limit of 0 is never; the first due wins."""
+    if idle_minutes > 0 and idle_since is not None and now - idle_since >= idle_minutes * 60:
+        return "idle", now - idle_since
+    if crash_loop_minutes > 0 and loop_since is not None and now - loop_since >= crash_loop_minutes * 60:
+        return "crash-loop", now - loop_since
+    if max_run_hours > 0 and uptime_s is not None and uptime_s >= max_run_hours * 3600:
+        return "max-run", uptime_s
+    return None
+
+
+def after_progress(m: Memory, step: int | None) -> Memory:
+    """A new training step since the crash that began a crash loop is progress: the loop is over."""
+    if m.loop_since is not None and step != m.loop_step:
+        return dataclasses.replace(m, loop_since=None)
+    return m
+
