@@ -5,7 +5,7 @@
 locals {
   agent_metadata_key  = "gantry-agent"
   run_metadata_key    = "gantry-run"
-  agent_home          = "/opt/gantry"  # the agent's working directory: `python3 -m gantry_agent` imports from it
+  agent_home          = "/opt/gantry" # the agent's working directory: `python3 -m gantry_agent` imports from it
   agent_package       = "gantry_agent"
   agent_unit          = "gantry-agent.service"
   agent_log_path      = "/var/log/gantry-agent.log"
