@@ -38,18 +38,18 @@ def start_node(nodes, tmp_path, metadata, **settings) -> Node:
 
 
 def test_an_idle_agent_waits_on_the_metadata_server_and_backs_off_on_errors(tmp_path, metadata, nodes):
-    start_node(nodes, tmp_path, metadata)  # wait_for_change hangs 2 s per request here
+    start_node(nodes, tmp_path, metadata, GANTRY_AGENT_WATCH_SECONDS="2")  # wait_for_change hangs 2 s a request
     wait_until(lambda: metadata.count("GET", "instance/attributes/"), what="the first metadata read")
     begin = time.monotonic()
-    time.sleep(6)
+    time.sleep(4)
     waits = metadata.count("GET", "instance/attributes/", since=begin)
-    assert 1 <= waits <= 5, f"{waits} metadata reads in 6 s with nothing changing"
+    assert 1 <= waits <= 4, f"{waits} metadata reads in 4 s with nothing changing"
 
-    metadata.fail_status = 503  # an outage answers at once: only the backoff keeps the agent from spinning
+    metadata.fail_status = 503  # an outage answers at once: only the backoff (2, 4 s, ...) keeps it from spinning
     begin = time.monotonic()
-    time.sleep(8)
+    time.sleep(5)
     during_outage = metadata.count("GET", "instance/attributes/", since=begin)
-    assert 1 <= during_outage <= 5, f"{during_outage} requests in 8 s of outage"
+    assert 1 <= during_outage <= 4, f"{during_outage} requests in 5 s of outage"
     assert "retrying in" in nodes[0].agent_output()
 
 
@@ -88,7 +88,7 @@ def test_a_crashed_trainer_is_restarted_and_a_finished_one_is_not(tmp_path, meta
     assert marker.exists()
     assert len(node.docker_calls("run")) == 2  # the crash, then the run that finished
     assert "trainer exited with code 3; restart 1" in node.agent_output()
-    time.sleep(3)
+    time.sleep(2)  # two of the agent's loops
     assert len(node.docker_calls("run")) == 2  # exit 0 on its own = finished: not started again
 
 
@@ -104,16 +104,31 @@ def test_after_a_reboot_the_agent_starts_the_run_again(tmp_path, metadata, nodes
     wait_until(lambda: again.report().get("state") == "running", what="the running report")
 
 
+def test_the_report_bucket_allows_a_burst_then_its_rate():
+    """GCE rate-limits guest-attribute writes: at most ``burst`` at once, then ``per_minute`` (a fake clock)."""
+    from gantry_agent.metadata import TokenBucket
+
+    now = [0.0]
+    bucket = TokenBucket(per_minute=20, burst=2, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(3)] == [True, True, False]
+    now[0] = 2.9
+    assert not bucket.take()  # one token every 3 s
+    now[0] = 3.1
+    assert bucket.take() and not bucket.take()
+    now[0] = 60.0
+    assert [bucket.take() for _ in range(3)] == [True, True, False]  # an idle minute refills the burst, no more
+
+
 def test_guest_attribute_writes_stay_within_the_rate_limit(tmp_path, metadata, nodes):
     # Steps change every 0.1 s and the heartbeat is due at once: the bucket alone holds writes back.
     start_node(nodes, tmp_path, metadata, GANTRY_AGENT_REPORTS_PER_MINUTE="20", GANTRY_AGENT_REPORT_BURST="2",
                GANTRY_AGENT_HEARTBEAT_SECONDS="0.1", GANTRY_AGENT_WATCH_SECONDS="1")
     begin = time.monotonic()
     metadata.set_attribute(RUN_KEY, spec("r4", args=["--steps", "0"]))
-    time.sleep(9)
+    time.sleep(5)
     writes = metadata.count("PUT", "guest-attributes/gantry/agent", since=begin)
-    # burst 2 + 20/min x 9 s = 5 writes at most in any 9 s
-    assert 2 <= writes <= 5, f"{writes} guest-attribute writes in 9 s"
+    # burst 2 + 20/min x 5 s = 3.7 writes at most in any 5 s (the agent writes at every loop without the bucket)
+    assert 2 <= writes <= 4, f"{writes} guest-attribute writes in 5 s"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the agent is root on a VM: handing the folder over needs root")
@@ -129,7 +144,7 @@ def test_the_run_folder_is_handed_to_the_images_user(tmp_path, metadata, nodes):
 
 
 def test_an_idle_node_powers_itself_off(tmp_path, metadata, nodes):
-    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05")  # 3 s
+    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03")  # 1.8 s
     wait_until(node.poweroff_marker.exists, timeout=30, what="the power-off command")
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
 
@@ -138,12 +153,12 @@ def test_a_failed_power_off_is_tried_again_after_the_retry_interval_not_at_every
     # The first `systemctl poweroff` fails (a busy systemd job queue, say), the second succeeds.
     attempts = tmp_path / "attempts"
     poweroff = f"sh -c 'date +%s.%N >> {attempts}; [ $(wc -l < {attempts}) -ge 2 ] && touch {tmp_path}/off'"
-    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
-                      GANTRY_AGENT_STOP_RETRY_SECONDS="4", GANTRY_AGENT_POWEROFF=poweroff)
+    node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03",
+                      GANTRY_AGENT_STOP_RETRY_SECONDS="2", GANTRY_AGENT_POWEROFF=poweroff)
     wait_until((tmp_path / "off").exists, timeout=60, what="the second power-off attempt")
-    time.sleep(3)  # a powered-off agent tries no more
+    time.sleep(2)  # a powered-off agent tries no more
     first, second = (float(t) for t in attempts.read_text().split())
-    assert second - first >= 4  # one attempt, then none until the retry interval has passed
+    assert second - first >= 2  # one attempt, then none until the retry interval (2 s; a loop is 1 s) has passed
     assert node.report().get("state") == "powering-off"
 
 
@@ -266,7 +281,7 @@ def test_an_idle_tpu_vm_stops_its_own_node(tmp_path, metadata, apis, nodes):
     # tpu-env names the node; the project and zone come from the metadata server's standard paths when it lacks them.
     tpu = apis.add_tpu_node(TPU_NODE, zone="us-central1-a")
     metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE))
-    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05")  # 3 s
+    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03")  # 1.8 s
     wait_until(lambda: tpu["state"] == "STOPPED", timeout=60, what="nodes:stop after idle_shutdown_minutes")
     assert stop_requests(apis) == [f"POST /v2/projects/demo-project/locations/us-central1-a/nodes/{TPU_NODE}:stop"]
     assert metadata.count("GET", "service-accounts/default/token")  # with the VM's own token
@@ -283,7 +298,7 @@ def test_a_tpu_api_refusal_is_one_line_naming_the_fix_and_the_agent_keeps_going(
                                          reason="IAM_PERMISSION_DENIED", service="tpu.googleapis.com"))
     metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE, ZONE="us-central1-a",
                                               CONSUMER_PROJECT_ID="demo-project"))
-    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.05",
+    node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03",
                           GANTRY_AGENT_STOP_RETRY_SECONDS="2")
     wait_until(lambda: len(stop_requests(apis)) >= 2, timeout=60, what="nodes:stop tried again after the 403")
     lines = [line for line in node.agent_output().splitlines() if "could not stop TPU node" in line]
