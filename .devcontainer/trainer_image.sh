@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # initializeCommand of the dev container (runs on the host before the build): makes sure the trainer
-# image that .devcontainer/Dockerfile starts from exists, building docker/Dockerfile.cpu only when
+# image that .devcontainer/Dockerfile starts from exists, building docker/Dockerfile only when
 # it is missing. The dev container runs the workspace's code, so an older trainer image is fine;
 # `docker rmi gantry-trainer:cpu` (or `make build-train ARGS=--no-push`) refreshes it.
 #   GANTRY_TRAINER_IMAGE   the image to use instead of gantry-trainer:cpu (CI: the tests' image)
@@ -19,6 +19,6 @@ base="${GANTRY_BASE_IMAGE:-}"
 if [ -z "$base" ] && docker image inspect gantry-base:bookworm >/dev/null 2>&1; then
     base=gantry-base:bookworm
 fi
-echo "trainer_image: no $image yet: building docker/Dockerfile.cpu (a few minutes, once)"
+echo "trainer_image: no $image yet: building docker/Dockerfile (a few minutes, once)"
 # The host network: engines started without a bridge (as in CI) give RUN steps no other.
-docker build --network host -f docker/Dockerfile.cpu -t "$image" ${base:+--build-arg "BASE_IMAGE=$base"} .
+docker build --network host -f docker/Dockerfile -t "$image" ${base:+--build-arg "BASE_IMAGE=$base"} .

@@ -69,7 +69,7 @@ def compare(driver: tuple[int, int], wheel: tuple[int, int]) -> str | None:
         return (f"the host driver supports CUDA {driver[0]}.{driver[1]} but this image's torch needs CUDA "
                 f"{wheel[0]}.{wheel[1]}: upgrade the host's NVIDIA driver to one that runs CUDA {wheel[0]}.{wheel[1]}, "
                 f"or pin a torch built for CUDA {driver[0]}.x in docker/torch.json (torch, cuda, cuda_index_url) "
-                f"and rebuild docker/Dockerfile.cuda")
+                f"and rebuild the CUDA image (docker/Dockerfile, FLAVOUR=cuda)")
     return None
 
 
@@ -91,7 +91,7 @@ def check() -> str:
 
     if torch.version.cuda is None:
         raise CudaCheckError(f"this torch ({torch.__version__}) has no CUDA: this is the CPU image; build "
-                             f"docker/Dockerfile.cuda (make build-train with use_gpu = true), or set "
+                             f"docker/Dockerfile with FLAVOUR=cuda (make build-train with use_gpu = true), or set "
                              f"GANTRY_REQUIRE_CUDA=0 to train on the CPU on purpose")
     wheel = parse_version(torch.version.cuda)
     driver, gpus = driver_cuda_version()

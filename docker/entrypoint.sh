@@ -5,8 +5,9 @@
 #                              from NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT
 #   a selfplay verb (train, eval, ...) -> python -m selfplay VERB ARGS
 #   a program on PATH (bash, python, pip) -> that program, e.g. for a look inside
-# With GANTRY_REQUIRE_CUDA=1 (the CUDA image) the trainer starts only after cuda_check.py has proved
-# that the host driver runs this torch's CUDA: it never trains on the CPU by accident.
+# In the CUDA image (GANTRY_IMAGE_FLAVOUR=cuda, or GANTRY_REQUIRE_CUDA=1 anywhere) the trainer starts only after
+# cuda_check.py has proved that the host driver runs this torch's CUDA: it never trains on the CPU by accident.
+# GANTRY_REQUIRE_CUDA=0 skips the check on purpose.
 set -eu
 
 if [ "$#" -gt 0 ] && [ "${1#-}" = "$1" ]; then
@@ -16,9 +17,9 @@ if [ "$#" -gt 0 ] && [ "${1#-}" = "$1" ]; then
     esac
 fi
 
-if [ "${GANTRY_REQUIRE_CUDA:-0}" = 1 ]; then
-    python /opt/gantry/cuda_check.py
-fi
+case "${GANTRY_REQUIRE_CUDA:-${GANTRY_IMAGE_FLAVOUR:-cpu}}" in
+    1|cuda) python /opt/gantry/cuda_check.py ;;
+esac
 
 if [ "$#" -gt 0 ] && [ "$1" = launch ]; then
     shift   # `launch` named explicitly: the same as flags alone

@@ -8,7 +8,7 @@
 #   FORCE=1 scripts/docker_base.sh        # rebuild even if TAG exists
 #   DEBIAN_MIRROR=http://mirror.example/debian scripts/docker_base.sh
 #
-# Then: docker build --build-arg BASE_IMAGE=gantry-base:bookworm -f docker/Dockerfile.cpu .
+# Then: docker build --build-arg BASE_IMAGE=gantry-base:bookworm -f docker/Dockerfile .
 set -euo pipefail
 
 tag="${1:-${GANTRY_BASE_IMAGE:-gantry-base:bookworm}}"

@@ -1,7 +1,7 @@
 """Builds the trainer's Docker image through the Docker Python SDK, with the build's output streamed.
 
-The deployment picks the Dockerfile: docker/Dockerfile.tpu when ``use_tpu``, docker/Dockerfile.cuda when
-``use_gpu``, docker/Dockerfile.cpu otherwise (the default when infra/terraform.tfvars is absent). The build context is the repository
+The deployment picks the image: docker/Dockerfile.tpu when ``use_tpu``, docker/Dockerfile with FLAVOUR=cuda when
+``use_gpu``, docker/Dockerfile (FLAVOUR=cpu) otherwise (the default when infra/terraform.tfvars is absent). The build context is the repository
 root filtered by .dockerignore, plus two things this module adds to it without touching the tree:
 local wheels (docker/wheels/ in the context, tried before any index, so a CPU torch wheel on disk
 builds the CPU image offline) and extra CA certificates (docker/certs/, for TLS-intercepting proxies).
@@ -26,7 +26,9 @@ from pathlib import Path
 from gantry.errors import GantryError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILES = {"cpu": "docker/Dockerfile.cpu", "cuda": "docker/Dockerfile.cuda", "tpu": "docker/Dockerfile.tpu"}
+# CPU and CUDA are one Dockerfile (its FLAVOUR build arg picks torch); the TPU image installs torch_xla and libtpu
+# from a pins file, a different install, so it has its own.
+DOCKERFILES = {"cpu": "docker/Dockerfile", "cuda": "docker/Dockerfile", "tpu": "docker/Dockerfile.tpu"}
 IMAGE_NAME = "gantry-trainer"
 PLATFORM = "linux/amd64"  # what the VMs run
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")  # Debian/Ubuntu's place for locally added CAs
@@ -168,7 +170,7 @@ def docker_client():
 def build_image(flavour: str, tag: str, build_args: dict | None = None, progress: Callable[[str], None] = print,
                 *, wheel_dir: Path | None = None, ca_certs: Iterable[Path] = (), root: Path = REPO_ROOT,
                 network_mode: str | None = "host", nocache: bool = False) -> str:
-    """Build docker/Dockerfile.<flavour> (cpu, cuda or tpu) as ``tag``; return the image id.
+    """Build the flavour's Dockerfile (DOCKERFILES: cpu, cuda or tpu) as ``tag``; return the image id.
 
     Each line of the engine's output goes to ``progress``. ``network_mode="host"`` lets RUN steps reach
     the package indexes on engines started without a bridge network (as in CI); None is the engine's
@@ -184,7 +186,7 @@ def build_image(flavour: str, tag: str, build_args: dict | None = None, progress
     image_id = None
     with build_context(root, dockerfile, wheels, certs) as context:
         stream = client.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
-                                  buildargs={k: str(v) for k, v in (build_args or {}).items()},
+                                  buildargs={"FLAVOUR": flavour, **{k: str(v) for k, v in (build_args or {}).items()}},
                                   decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
                                   network_mode=network_mode, platform=PLATFORM)
         for chunk in stream:

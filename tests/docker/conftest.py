@@ -53,7 +53,7 @@ def local_base(docker_client) -> str:
 
 @pytest.fixture(scope="session")
 def cpu_image(docker_client) -> str:
-    """The CPU image, built from the repository's docker/Dockerfile.cpu as CI and `make build-train` do."""
+    """The CPU image, built from the repository's docker/Dockerfile as CI and `make build-train` do."""
     import docker
 
     base = _base_image(docker_client)

@@ -1,4 +1,4 @@
-"""The CPU image, built from docker/Dockerfile.cpu and run for real: what it holds, how it refuses a
+"""The CPU image, built from docker/Dockerfile and run for real: what it holds, how it refuses a
 GPU job it cannot do, one container training and stopping, and two containers training as two nodes.
 
 Each run uses a tic-tac-toe config with a few-second checkpoint interval and stops on `docker stop`,
@@ -116,9 +116,9 @@ def test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch(docker_client):
     wheels = [w for w in (images.default_wheel_dir() or REPO).glob("torch-*+cpu*.whl")]
     if not wheels:
         pytest.skip("no local +cpu torch wheel to force into the CUDA build (GANTRY_WHEEL_DIR)")
-    args = {"BASE_IMAGE": LOCAL_BASE} if docker_client.images.list(name=LOCAL_BASE) else {}
-    with images.build_context(REPO, "docker/Dockerfile.cuda", wheels[:1], images.default_ca_certs()) as context:
-        chunks = list(docker_client.api.build(fileobj=context, custom_context=True, dockerfile="docker/Dockerfile.cuda",
+    args = {"FLAVOUR": "cuda", **({"BASE_IMAGE": LOCAL_BASE} if docker_client.images.list(name=LOCAL_BASE) else {})}
+    with images.build_context(REPO, "docker/Dockerfile", wheels[:1], images.default_ca_certs()) as context:
+        chunks = list(docker_client.api.build(fileobj=context, custom_context=True, dockerfile="docker/Dockerfile",
                                               tag="gantry-trainer:test-cuda-guard", buildargs=args, decode=True,
                                               rm=True, forcerm=True, network_mode="host"))
     output = "".join(c.get("stream", "") for c in chunks)

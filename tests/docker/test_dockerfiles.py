@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda", REPO / "docker" / "Dockerfile.tpu"]
+DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.tpu"]  # CPU and CUDA by FLAVOUR; TPU
 # The dev container's layer on top of the CPU image (.devcontainer/; run for real in test_devcontainer.py).
 DEV_DOCKERFILE = REPO / ".devcontainer" / "Dockerfile"
 SCRIPTS = [REPO / "docker" / "entrypoint.sh", REPO / "docker" / "install_torch.sh",
@@ -45,16 +45,19 @@ def test_every_checkov_skip_is_justified(dockerfile):
         assert re.match(r"^# checkov:skip=CKV\d?_DOCKER_\d+: \S.{20,}$", line), f"unjustified skip: {line}"
 
 
-def test_the_dockerfiles_differ_only_in_the_torch_flavour():
-    """The images must not drift apart: same steps, with CPU/CUDA/TPU choices as the only differences."""
+def test_cpu_and_cuda_are_one_dockerfile_and_the_tpu_one_takes_the_same_steps():
+    """CPU and CUDA differ only in FLAVOUR (which torch install_torch.sh takes, what the import check expects, and
+    GANTRY_IMAGE_FLAVOUR, by which the entry point checks the GPU); the TPU image must not drift from their steps."""
     def steps(path: Path) -> list[str]:
         text = re.sub(r"\\\n\s*", " ", path.read_text())
         return [line.split()[0] for line in text.splitlines() if line and not line.startswith("#")]
 
-    assert steps(DOCKERFILES[0]) == steps(DOCKERFILES[1]) == steps(DOCKERFILES[2])
-    cuda = DOCKERFILES[1].read_text()
-    assert "install_torch.sh cuda" in cuda and "GANTRY_REQUIRE_CUDA=1" in cuda
-    assert "install_torch.sh cpu" in DOCKERFILES[0].read_text()
+    one, tpu = DOCKERFILES
+    assert [s for s in steps(one) if s != "ARG"] == [s for s in steps(tpu) if s != "ARG"]
+    text = one.read_text()
+    assert text.count("ARG FLAVOUR=cpu") == 2  # each stage declares it: the builder installs, the image says which
+    assert 'install_torch.sh "${FLAVOUR}"' in text and "GANTRY_IMAGE_FLAVOUR=${FLAVOUR}" in text
+    assert '"${GANTRY_REQUIRE_CUDA:-${GANTRY_IMAGE_FLAVOUR:-cpu}}" in' in (REPO / "docker" / "entrypoint.sh").read_text()
 
 
 @pytest.mark.parametrize("path", [*DOCKERFILES, REPO / "Makefile"], ids=lambda p: p.name)
@@ -80,13 +83,13 @@ def test_install_torch_holds_the_cuda_image_to_the_pinned_cuda():
 def test_the_tpu_image_takes_torch_and_torch_xla_from_the_one_pins_file():
     """torch_xla loads only beside the torch it was built for: the image installs both from the file the trainer
     and scripts/xla_venv.sh read, names no version of its own, and sets the runtime the trainer picks XLA by."""
-    tpu = DOCKERFILES[2].read_text()
+    tpu = DOCKERFILES[1].read_text()
     pins = "packages/selfplay/data/xla-requirements.txt"
     assert (REPO / pins).is_file() and pins in tpu
     assert "install_torch.sh tpu /tmp/build/xla-requirements.txt" in tpu
     code = "\n".join(line for line in tpu.splitlines() if not line.startswith("#"))
     assert "TORCH_SPEC" not in code and not re.search(r"torch(_xla|-xla)?==", tpu)
-    assert "PJRT_DEVICE=TPU" in tpu and "GANTRY_REQUIRE_CUDA=0" in tpu and "install_torch.sh tpu" in tpu
+    assert "PJRT_DEVICE=TPU" in tpu and "GANTRY_IMAGE_FLAVOUR=tpu" in tpu and "install_torch.sh tpu" in tpu
     install = (REPO / "docker" / "install_torch.sh").read_text()
     assert 'set -- -r "$spec" "torch-xla[tpu]"' in install  # libtpu, the TPU runtime of the pinned release
     assert "import torch_xla" in install  # a mismatched pair fails the build, not the first run on a TPU
@@ -102,7 +105,8 @@ def test_compose_has_cpu_and_gpu_profiles():
     compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
     cpu, gpu = compose["services"]["trainer-cpu"], compose["services"]["trainer-gpu"]
     assert cpu["profiles"] == ["cpu"] and gpu["profiles"] == ["gpu"]
-    assert cpu["build"]["dockerfile"] == "docker/Dockerfile.cpu" and gpu["build"]["dockerfile"] == "docker/Dockerfile.cuda"
+    assert cpu["build"]["dockerfile"] == gpu["build"]["dockerfile"] == "docker/Dockerfile"
+    assert "FLAVOUR" not in cpu["build"]["args"] and gpu["build"]["args"]["FLAVOUR"] == "cuda"
     for service in (cpu, gpu):
         assert service["ipc"] == "host" and service["init"] is True
         assert any(v.endswith(":/runs") for v in service["volumes"])

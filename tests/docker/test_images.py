@@ -86,10 +86,10 @@ def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp
     wheel.write_bytes(b"not really a wheel")
     cert = tmp_path / "proxy-ca.crt"
     cert.write_text("-----BEGIN CERTIFICATE-----\n")
-    with images.build_context(REPO, "docker/Dockerfile.cpu", [wheel], [cert]) as context, \
+    with images.build_context(REPO, "docker/Dockerfile", [wheel], [cert]) as context, \
             tarfile.open(fileobj=io.BytesIO(context.read())) as tar:
         names = set(tar.getnames())
-    assert {"docker/Dockerfile.cpu", "docker/entrypoint.sh", "pyproject.toml", "packages/selfplay/train.py",
+    assert {"docker/Dockerfile", "docker/entrypoint.sh", "pyproject.toml", "packages/selfplay/train.py",
             "packages/toytrain/train.py"} <= names
     assert f"docker/wheels/{wheel.name}" in names and "docker/certs/extra-0-proxy-ca.crt" in names
     # the launch contract the programs in the image import, and none of the launcher
@@ -102,7 +102,7 @@ def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp
 
 def test_missing_certificate_is_named(tmp_path):
     with pytest.raises(images.ImageBuildError, match="nope.crt"):
-        images.build_context(REPO, "docker/Dockerfile.cpu", [], [tmp_path / "nope.crt"])
+        images.build_context(REPO, "docker/Dockerfile", [], [tmp_path / "nope.crt"])
 
 
 def test_no_engine_is_one_line_with_the_fix(tmp_path):
@@ -129,9 +129,9 @@ def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
     lines = []
     with pytest.raises(images.ImageBuildError) as failure:
         images.build_image("cpu", "gantry-trainer:never", {"BASE_IMAGE": "registry.invalid/none:1"}, lines.append)
-    assert "building gantry-trainer:never from docker/Dockerfile.cpu failed" in failure.value.line()
+    assert "building gantry-trainer:never from docker/Dockerfile failed" in failure.value.line()
     assert "make docker-base" in failure.value.line()
-    assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile.cpu")
+    assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile")
 
 
 def test_train_docker_before_build_train_says_build_first():

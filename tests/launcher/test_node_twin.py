@@ -6,7 +6,7 @@
 One test walks every phase, so the image is built and pushed and the nodes boot once (each boot is minutes).
 
 Real here: the terraform binary (`terraform output` of the deployment), `gantry build` building
-docker/Dockerfile.cpu and pushing it to a real registry server (Debian's docker-registry), the startup
+docker/Dockerfile and pushing it to a real registry server (Debian's docker-registry), the startup
 script Terraform renders, run as root on each "VM", the node agent it installs from instance metadata,
 the Docker engine, the trainer image and torchrun's rendezvous between two containers over loopback.
 Only Google stands in: the Compute API (FakeCompute, driven by the real google-cloud-compute client),

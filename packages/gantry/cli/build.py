@@ -12,7 +12,7 @@ from gantry.status import ExitStatus
 NAME = "build"
 HELP = "build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment"
 DESCRIPTION = """\
-Build docker/Dockerfile.cpu, docker/Dockerfile.cuda when use_gpu = true, or docker/Dockerfile.tpu when
+Build docker/Dockerfile (FLAVOUR=cuda when use_gpu = true), or docker/Dockerfile.tpu when
 use_tpu = true, with the local Docker engine, for linux/amd64 (the nodes' platform, whatever this machine
 is), as gantry-trainer:cpu, :cuda or :tpu. Then push it to the Artifact Registry repository that `make apply`
 created, as REPO/gantry-trainer:cpu|cuda|tpu: `make run-gcp` pins the nodes to the digest the registry holds.
