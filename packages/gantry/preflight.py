@@ -6,7 +6,8 @@ project and Compute API -> zone -> machine type -> accelerator -> quotas for the
 whole deployment (node_count x the need of one node). A TPU VM: the type (Cloud TPU API) and
 its quota (Cloud Quotas API, gantry.tpu_quota) instead of the VM checks. Every failed check names the
 exact shortfall and the command or console page that fixes it; when the chosen zone
-lacks the shape, the zones of the region that have it are listed.
+lacks the shape, the zones of the region that have it are listed. (One file of ~400 lines on purpose: the checks
+read top to bottom in the order they run, one function each.)
 """
 
 from __future__ import annotations
