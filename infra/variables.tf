@@ -1,6 +1,8 @@
-# Inputs of the Gantry deployment. The launcher reads these names from infra/terraform.tfvars.
-# The shape/scheduling validations mirror modules/node_shape/variables.tf word for word, so a
-# bad combination fails on the root variable the user set (tests/infra keeps them identical).
+# Inputs of the Gantry deployment. The launcher reads these names from infra/terraform.tfvars
+# (gantry.config: their values, defaults included, come from Terraform, not from a copy).
+# Each setting's description, default and validation rules live here and nowhere else:
+# modules/node_shape declares the shape/scheduling inputs again with their types only
+# (its variables.tf says why those must stay twice).
 
 #### project and placement ####
 

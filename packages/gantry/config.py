@@ -1,19 +1,15 @@
-"""The user's deployment settings, read from infra/terraform.tfvars.
+"""The user's deployment settings, read from infra/terraform.tfvars by Terraform itself.
 
 Terraform is the source of truth; gantry reads the same file so that preflight, cost
 and the post-destroy inventory check exactly what `terraform apply` will create. The
-variable names and defaults mirror infra/variables.tf.
-
-The parser reads the tfvars subset people write by hand: ``key = value`` lines with
-strings, numbers and booleans, ``#`` and ``//`` comments, and lists of strings (fallback_zones).
-Maps and heredocs (e.g. extra labels) are skipped, not rejected: gantry never needs them and
-Terraform reads them.
+file is never parsed here: ``terraform plan`` of infra/variables.tf (terraform.check_variables)
+checks it against the types and validation blocks and returns every variable's value, the
+file's or variables.tf's default, so each default and rule is written once, in variables.tf.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -32,27 +28,29 @@ RUN_MAX_MINUTES_FLAG = "--run.max_minutes"
 
 @dataclass(frozen=True)
 class Deployment:
+    """The infra/ variables gantry reads, as Terraform resolved them (load); no defaults here: they are
+    infra/variables.tf's, which also says what each setting means."""
     project_id: str
-    region: str = "us-central1"
-    zone: str = "us-central1-a"
-    fallback_zones: tuple[str, ...] = ()  # where `make apply` moves on a stock-out in zone (gantry.cli.apply)
-    deployment_name: str = "gantry"
-    use_gpu: bool = False  # false: C4 CPU nodes; true: N1 + NVIDIA T4 nodes
-    node_count: int = 1  # 1 = single node; master + workers beyond
-    cpu_machine_type: str = "c4-highcpu-16"
-    gpu_machine_type: str = "n1-standard-8"
-    accelerator_type: str = "nvidia-tesla-t4"
-    accelerator_count: int = 1  # GPUs per node
-    spot: bool = False  # Spot VMs: ~40-60% cheaper, can be preempted with 30 s notice
-    max_run_hours: float = 6  # GCE deletes/stops the VM after this long (the agent stops a TPU node); 0 = no limit
-    termination_action: str = "STOP"  # what GCE does at max_run_hours or a preemption: STOP or DELETE
-    idle_shutdown_minutes: int = 60  # the node agent powers an idle node off (stops a TPU node); 0 = never
-    boot_disk_size_gb: int = 100
-    cpu_image: str = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"  # PROJECT/FAMILY (preflight: trusted image projects)
-    gpu_image_project: str = "deeplearning-platform-release"
-    gpu_image_family: str = "common-cu129-ubuntu-2204-nvidia-580"
-    use_tpu: bool = False  # one Cloud TPU VM (tpu_type) instead of the C4/N1 nodes (infra/tpu.tf)
-    tpu_type: str = "v3-8"  # single-host TPU VM type; infra/tpu_zones.json lists the zones of each
+    region: str
+    zone: str
+    fallback_zones: tuple[str, ...]  # where `make apply` moves on a stock-out in zone (gantry.cli.apply)
+    deployment_name: str
+    use_gpu: bool  # false: C4 CPU nodes; true: N1 + NVIDIA T4 nodes
+    node_count: int  # 1 = single node; master + workers beyond
+    cpu_machine_type: str
+    gpu_machine_type: str
+    accelerator_type: str
+    accelerator_count: int  # GPUs per node
+    spot: bool
+    max_run_hours: float  # 0 = no limit
+    termination_action: str  # what GCE does at max_run_hours or a preemption: STOP or DELETE
+    idle_shutdown_minutes: int  # the node agent powers an idle node off (stops a TPU node); 0 = never
+    boot_disk_size_gb: int
+    cpu_image: str  # PROJECT/FAMILY (preflight: trusted image projects)
+    gpu_image_project: str
+    gpu_image_family: str
+    use_tpu: bool  # one Cloud TPU VM (tpu_type) instead of the C4/N1 nodes (infra/tpu.tf)
+    tpu_type: str  # single-host TPU VM type; infra/tpu_zones.json lists the zones of each
 
     @property
     def image_project(self) -> str:
@@ -83,17 +81,15 @@ class Deployment:
 
 
 def load(path: Path, infra_dir: Path | None = None) -> Deployment:
-    """Read a tfvars file into a Deployment, once Terraform's own rules accept it (see check)."""
-    path = Path(path)
-    check(path, infra_dir)
-    values = parse_tfvars(path.read_text(), str(path))
-    known = {f.name: f for f in fields(Deployment)}
-    settings = {k: _coerce(k, v, known[k].type, path) for k, v in values.items() if k in known and v is not None}
-    return Deployment(**settings)
+    """The Deployment a tfvars file (or .tfvars.json) describes, once Terraform's own rules accept it (see check)."""
+    values = check(Path(path), infra_dir)
+    settings = {f.name: values[f.name] for f in fields(Deployment)}
+    return Deployment(**{**settings, "fallback_zones": tuple(settings["fallback_zones"])})
 
 
-def check(path: Path, infra_dir: Path | None = None) -> None:
-    """Refuse a tfvars file that `terraform plan` would refuse, in one line that names the fix.
+def check(path: Path, infra_dir: Path | None = None) -> dict[str, object]:
+    """Refuse a tfvars file that `terraform plan` would refuse, in one line that names the fix;
+    return every variable's value as Terraform resolved it (defaults included, typed).
 
     The rules are infra/variables.tf's types and validation blocks, evaluated by Terraform
     itself (terraform.check_variables), so gantry and Terraform cannot disagree. A setting
@@ -111,7 +107,7 @@ def check(path: Path, infra_dir: Path | None = None) -> None:
     if not variables_tf.is_file():
         raise ConfigError(f"{variables_tf} not found, so {path} cannot be checked",
                           "Pass --infra-dir the Terraform root module (the repository's infra/).")
-    diagnostics = terraform.check_variables(variables_tf, path)
+    diagnostics, values = terraform.check_variables(variables_tf, path)
     errors = sorted((d for d in diagnostics if d["severity"] == "error"),
                     key=lambda d: d.get("range", {}).get("start", {}).get("line", 0))
     if errors:
@@ -126,6 +122,11 @@ def check(path: Path, infra_dir: Path | None = None) -> None:
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(f"{path} sets {name}, which is not a setting of {variables_tf.parent}",
                               f"{hint.capitalize()}Fix or remove the line ({variables_tf} lists every setting).")
+    if values is None:  # no error diagnostic, yet no plan: say what Terraform said
+        said = "; ".join(d["summary"] for d in diagnostics) or "no diagnostics"
+        raise ConfigError(f"terraform could not read {path} ({said})",
+                          f"Run terraform -chdir={variables_tf.parent} plan -var-file={path.resolve()} to see why.")
+    return values
 
 
 def _diagnostic_error(errors: list[dict], path: Path) -> ConfigError:
@@ -143,112 +144,3 @@ def _diagnostic_error(errors: list[dict], path: Path) -> ConfigError:
         others = [str(e.get("range", {}).get("start", {}).get("line", "?")) for e in errors[1:]]
         what += f" (and {len(others)} more problem{'s' if len(others) > 1 else ''}, line {', '.join(others)})"
     return ConfigError(what, fix if fix.endswith(".") else fix + ".")
-
-
-# Terraform converts "3" to 3 and "true" to true for number and bool variables; so does gantry.
-_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
-
-
-def _coerce(name, value, type_name, path):
-    kind = str(type_name)
-    if kind.startswith("tuple"):  # a list of strings; Terraform has checked its type (check)
-        return tuple(str(item) for item in value)
-    if isinstance(value, str) and kind == "bool" and value in ("true", "false"):
-        return value == "true"
-    if isinstance(value, str) and kind in ("int", "float") and _NUMBER.match(value):
-        value = float(value) if any(c in value for c in ".eE") else int(value)
-    allowed = _TYPES[kind]
-    if isinstance(value, bool) and bool not in allowed:
-        allowed = ()  # true/false is not a number
-    if not isinstance(value, allowed):
-        wanted = {"str": "a quoted string", "bool": "true or false"}.get(kind, "a number")
-        raise ConfigError(f"{name} = {json.dumps(value)} in {path}", f"{name} must be {wanted}.")
-    return value
-
-
-_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*=\s*(.*)$")
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
-
-
-def parse_tfvars(text: str, source: str = "terraform.tfvars") -> dict[str, object]:
-    """Parse ``key = value`` lines. Lists of strings map to lists; maps and heredocs to None."""
-    values: dict[str, object] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        lineno, line = i + 1, _strip_comment(lines[i]).strip()
-        i += 1
-        if not line:
-            continue
-        match = _ASSIGN.match(line)
-        if not match:
-            raise ConfigError(f"{source}:{lineno}: cannot read {line!r}",
-                              'Write one setting per line as key = value (strings in "double quotes").')
-        key, raw = match.group(1), match.group(2).strip()
-        if raw[:1] in "[{" or raw.startswith("<<"):
-            end = _skip_block(lines, i, raw)
-            values[key] = _string_list([raw, *lines[i:end]]) if raw.startswith("[") else None
-            i = end
-            continue
-        values[key] = _scalar(raw, f"{source}:{lineno}", key)
-    return values
-
-
-def _scalar(raw: str, where: str, key: str):
-    if raw.startswith('"'):
-        try:
-            return json.loads(raw)  # HCL's string escapes are JSON's for the cases that matter
-        except json.JSONDecodeError:
-            raise ConfigError(f"{where}: {key} has an unterminated or malformed string {raw}",
-                              'Close the string with a double quote: key = "value".') from None
-    if raw in ("true", "false"):
-        return raw == "true"
-    if _NUMBER.match(raw):
-        return float(raw) if any(c in raw for c in ".eE") else int(raw)
-    raise ConfigError(f"{where}: cannot read the value of {key}: {raw}",
-                      'Use a quoted string, a number, or true/false (e.g. zone = "us-central1-a").')
-
-
-def _string_list(block: list[str]) -> list[str] | None:
-    """A list of strings and numbers written over one or more lines (HCL allows a trailing comma), else None."""
-    text = re.sub(r",\s*]", "]", " ".join(_strip_comment(line) for line in block))
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    ok = isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
-    return value if ok else None
-
-
-def _strip_comment(line: str) -> str:
-    """Drop # and // comments that are outside double-quoted strings."""
-    in_string = escaped = False
-    for pos, char in enumerate(line):
-        if in_string:
-            escaped = char == "\\" and not escaped
-            if char == '"' and not escaped:
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "#" or line.startswith("//", pos):
-            return line[:pos]
-    return line
-
-
-def _skip_block(lines: list[str], i: int, first: str) -> int:
-    """Return the index after a list/map/heredoc that started on the previous line."""
-    if first.startswith("<<"):
-        marker = first.lstrip("<-").strip()
-        while i < len(lines) and lines[i].strip() != marker:
-            i += 1
-        return i + 1
-    depth = _depth(first)
-    while depth > 0 and i < len(lines):
-        depth += _depth(_strip_comment(lines[i]))
-        i += 1
-    return i
-
-
-def _depth(text: str) -> int:
-    text = re.sub(r'"(\\.|[^"\\])*"', "", text)
-    return text.count("[") + text.count("{") - text.count("]") - text.count("}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -150,25 +151,39 @@ def require_binary(binary: str) -> None:
         raise TerraformNotFound(f"terraform not found (looked for {binary!r} on PATH)", INSTALL_HINT)
 
 
-def check_variables(variables_tf: str | Path, var_file: str | Path, binary: str = "terraform") -> list[dict]:
-    """Terraform's verdict on a tfvars file, offline: its diagnostics (errors and warnings).
+def check_variables(variables_tf: str | Path, var_file: str | Path,
+                    binary: str = "terraform") -> tuple[list[dict], dict[str, object] | None]:
+    """Terraform's verdict on a tfvars file, offline: its diagnostics (errors and warnings), and
+    every variable's value as Terraform resolves it (the file's, else variables.tf's default,
+    converted to the declared type); None for the values when there are errors.
 
     ``plan`` of a folder holding only a copy of ``variables.tf`` (and the JSON tables beside it
     that its validations read, such as tpu_zones.json) evaluates every type constraint and
     ``validation`` block of infra/ (the rules live there and nowhere else) without providers,
-    state or network; it takes a fraction of a second.
+    state or network. An output generated beside it maps each variable to its value, which
+    ``show -json`` of the saved plan reads back, so the defaults live in variables.tf alone.
+    Both commands take about a tenth of a second each.
     """
     require_binary(binary)
+    names = re.findall(r'^variable "([^"]+)"', Path(variables_tf).read_text(), re.MULTILINE)
     with tempfile.TemporaryDirectory(prefix="gantry-tfvars-") as folder:
         shutil.copy(variables_tf, Path(folder) / "variables.tf")
         for table in Path(variables_tf).parent.glob("*.json"):
             shutil.copy(table, Path(folder) / table.name)
+        (Path(folder) / "values.tf").write_text(
+            'output "values" {\n  value = {\n' + "".join(f"    {name} = var.{name}\n" for name in names) + "  }\n}\n")
         plan = python_terraform.Terraform(working_dir=folder, terraform_bin_path=binary)
         plan.variables = None
         _, out, _ = plan.cmd("plan", input=False, no_color=IsFlagged, json=IsFlagged, lock=False,
-                             refresh=False, var_file=_absolute(var_file))
-    records = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
-    return [record["diagnostic"] for record in records if record.get("type") == "diagnostic"]
+                             refresh=False, var_file=_absolute(var_file), out="values.plan")
+        records = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
+        diagnostics = [record["diagnostic"] for record in records if record.get("type") == "diagnostic"]
+        if any(d["severity"] == "error" for d in diagnostics) or not (Path(folder) / "values.plan").is_file():
+            return diagnostics, None
+        code, shown, err = plan.cmd("show", "values.plan", json=IsFlagged, no_color=IsFlagged)
+        if code != 0:
+            raise _failure("show", Path(folder), code, f"{shown}{err}")
+    return diagnostics, json.loads(shown)["planned_values"]["outputs"]["values"]["value"]
 
 
 def _failure(command: str, working_dir: Path, code: int, output: str) -> TerraformError:

@@ -1,6 +1,6 @@
 """Static checks of infra/ that need no cloud and no google provider: terraform fmt, the
 provider-free modules' own `terraform test` suites, checkov with justified skips, shellcheck
-on every shell script, and the root variables mirroring node_shape's validations.
+on every shell script, and the root module passing node_shape every input.
 
 Root-module plan tests against the stand-in provider live in infra/tests (issue 10)."""
 
@@ -78,30 +78,17 @@ def _variable_blocks(path):
     }
 
 
-def test_root_variables_mirror_node_shape_validations():
-    module_blocks = _variable_blocks(MODULES / "node_shape" / "variables.tf")
-    root_blocks = _variable_blocks(INFRA / "variables.tf")
-    assert module_blocks, "no variables parsed from node_shape"
-    for name, block in module_blocks.items():
-        assert root_blocks.get(name) == block, (
-            f"infra/variables.tf's {name} differs from modules/node_shape/variables.tf: copy the block verbatim "
-            "so the same validation fails on the variable the user set"
-        )
-
-
 # The GPUs that attach to N1 (Google's "GPU platforms" page) and their compute capability (NVIDIA's CUDA GPUs
 # table): facts of the world, not of this repository; docker/torch.json's min_compute_capability picks among them.
 N1_GPU_COMPUTE_CAPABILITY = {"nvidia-tesla-t4": 7.5, "nvidia-tesla-p4": 6.1, "nvidia-tesla-p100": 6.0,
                              "nvidia-tesla-v100": 7.0}
 
 
-@pytest.mark.parametrize("variables_tf", [INFRA / "variables.tf", MODULES / "node_shape" / "variables.tf"],
-                         ids=["root", "node_shape"])
-def test_accelerator_types_are_the_n1_gpus_the_cuda_images_torch_has_kernels_for(variables_tf):
+def test_accelerator_types_are_the_n1_gpus_the_cuda_images_torch_has_kernels_for():
     """CUDA 13 builds have no kernels below sm_75: a P4, P100 or V100 node would boot, pass the driver check and
     fail at the first kernel. The allowed list follows from docker/torch.json (issue #32)."""
     pins = json.loads((REPO / "docker" / "torch.json").read_text())
-    block = _variable_blocks(variables_tf)["accelerator_type"]
+    block = _variable_blocks(INFRA / "variables.tf")["accelerator_type"]
     allowed = re.findall(r'"([^"]+)"', re.search(r"contains\(\[([^\]]*)\], var\.accelerator_type\)", block).group(1))
     supported = [gpu for gpu, cc in N1_GPU_COMPUTE_CAPABILITY.items() if cc >= float(pins["min_compute_capability"])]
     assert sorted(allowed) == sorted(supported), (allowed, pins["min_compute_capability"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,23 @@ REPO = Path(__file__).resolve().parents[2]
 
 needs_terraform = pytest.mark.skipif(shutil.which("terraform") is None,
                                      reason="terraform binary not on PATH (CI installs it)")
+
+
+@functools.cache
+def _infra_defaults():
+    from gantry import config
+
+    with tempfile.TemporaryDirectory(prefix="gantry-defaults-") as folder:
+        path = Path(folder) / "terraform.tfvars.json"
+        path.write_text('{"project_id": "my-project"}')
+        return config.load(path, REPO / "infra")
+
+
+def gantry_deployment(**settings):
+    """A gantry.config.Deployment with infra/variables.tf's defaults, read the way every verb reads them
+    (config.load, through Terraform), and ``settings`` replaced on top without Terraform's checks, so
+    a test can price a shape infra/ refuses (a3-highgpu-8g, v9-8)."""
+    return dataclasses.replace(_infra_defaults(), **settings)
 
 
 class Deployment:

@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 from gantry import cost
-from gantry.config import Deployment
+from launcher_helpers import gantry_deployment, needs_terraform
+
+# the deployments are infra/'s defaults, read through the terraform binary
+pytestmark = needs_terraform
 
 
 def vm_and_gpu_hourly(deployment):
@@ -20,12 +23,12 @@ def vm_and_gpu_hourly(deployment):
     ({"use_gpu": True, "gpu_machine_type": "n1-standard-4", "spot": True}, 0.21),
 ])
 def test_table_reproduces_the_published_figures(settings, expected):
-    assert vm_and_gpu_hourly(Deployment(project_id="p", **settings)) == pytest.approx(expected, abs=0.005)
+    assert vm_and_gpu_hourly(gantry_deployment(**settings)) == pytest.approx(expected, abs=0.005)
 
 
 def test_total_scales_with_nodes_and_run_length():
-    one = cost.estimate(Deployment(project_id="p", max_run_hours=10))
-    three = cost.estimate(Deployment(project_id="p", node_count=3, max_run_hours=10))
+    one = cost.estimate(gantry_deployment(max_run_hours=10))
+    three = cost.estimate(gantry_deployment(node_count=3, max_run_hours=10))
     assert three.hourly == pytest.approx(3 * one.hourly)
     assert three.run_cost == pytest.approx(30 * one.node_hourly)
     text = "\n".join(cost.render(three))
@@ -33,19 +36,19 @@ def test_total_scales_with_nodes_and_run_length():
 
 
 def test_no_time_limit_is_spelled_out():
-    text = "\n".join(cost.render(cost.estimate(Deployment(project_id="p", max_run_hours=0))))
+    text = "\n".join(cost.render(cost.estimate(gantry_deployment(max_run_hours=0))))
     assert "no time limit" in text and "make destroy" in text
 
 
 def test_unknown_shape_is_a_note_not_a_crash():
-    estimate = cost.estimate(Deployment(project_id="p", cpu_machine_type="a3-highgpu-8g"))
+    estimate = cost.estimate(gantry_deployment(cpu_machine_type="a3-highgpu-8g"))
     assert estimate.hourly is None
     assert "prices.json" in "\n".join(cost.render(estimate))
 
 
 def test_api_shape_overrides_the_name():
-    estimate = cost.estimate(Deployment(project_id="p"), cpus=16, memory_gb=32)
-    assert estimate.node_hourly == pytest.approx(cost.estimate(Deployment(project_id="p")).node_hourly)
+    estimate = cost.estimate(gantry_deployment(), cpus=16, memory_gb=32)
+    assert estimate.node_hourly == pytest.approx(cost.estimate(gantry_deployment()).node_hourly)
 
 
 def test_table_carries_source_date_and_assumptions():
@@ -57,7 +60,7 @@ def test_table_carries_source_date_and_assumptions():
 # ---- TPU VMs (use_tpu) ----
 
 def tpu(**settings):
-    return Deployment(project_id="p", use_tpu=True, max_run_hours=8, **settings)
+    return gantry_deployment(use_tpu=True, max_run_hours=8, **settings)
 
 
 @pytest.mark.parametrize("settings, expected", [
@@ -89,7 +92,7 @@ def test_without_trc_a_tpu_is_not_called_free():
 
 
 def test_trc_does_not_make_cpu_or_gpu_nodes_free():
-    estimate = cost.estimate(Deployment(project_id="p", use_gpu=True), trc=True)
+    estimate = cost.estimate(gantry_deployment(use_gpu=True), trc=True)
     text = "\n".join(cost.render(estimate))
     assert not estimate.free_under_trc and "free under" not in text
     assert "TRC allocation covers TPUs only" in text
@@ -119,7 +122,7 @@ def test_make_cost_shows_both_default_time_limits():
     """A deployment with infra's defaults bills for at most max_run_hours, and its runs stop before that."""
     from gantry.config import DEFAULT_RUN_MAX_MINUTES
 
-    default = Deployment(project_id="p")
+    default = gantry_deployment()
     assert default.max_run_hours > 0 and DEFAULT_RUN_MAX_MINUTES > 0
     assert 60 * default.max_run_hours > DEFAULT_RUN_MAX_MINUTES  # the trainer checkpoints before GCE stops it
     text = "\n".join(cost.render(cost.estimate(default)))

@@ -273,7 +273,8 @@ def test_logs_reads_the_masters_serial_port_and_follows_from_offsets(cli, fake, 
     assert result.status == ExitStatus.ERROR and "--node 5 does not exist. Choose 0..1." in result.stderr
 
 
-def test_stop_sets_action_stop_on_every_started_node(cli, world):
+def test_stop_sets_action_stop_on_every_started_node(cli, world, deployment):
+    deployment.write()  # the settings `make apply` used: stop says when idle_shutdown_minutes powers the nodes off
     assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
     refused = cli("stop", environ=world["environ"])
     assert refused.status == ExitStatus.ERROR and "Pass -y" in refused.stderr
@@ -293,6 +294,10 @@ def test_stop_says_when_the_idle_shutdown_is_off(cli, world, deployment):
     result = cli("stop", "-y", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert "idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it." in result.stdout
+    deployment.tfvars.unlink()  # gone since apply: the rule, not a time
+    result = cli("stop", "-y", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert "until their agents power them off (idle_shutdown_minutes after the run ends)" in result.stdout
 
 
 def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed(cli, world, deployment):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -149,14 +150,20 @@ def test_walkthrough_order_builds_before_billing_and_pushes_after_the_registry()
     assert at("make run-gcp") < at("make destroy")
 
 
+@pytest.mark.terraform
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform binary not on PATH (CI installs it)")
 @pytest.mark.parametrize("use_gpu, on_demand, spot", [(False, "0.69", "0.42"), (True, "0.74", "0.27")])
-def test_readme_cost_rows_are_what_make_cost_prints(use_gpu, on_demand, spot):
-    from gantry import cost
-    from gantry.config import Deployment
+def test_readme_cost_rows_are_what_make_cost_prints(use_gpu, on_demand, spot, tmp_path):
+    from gantry import config, cost
+
+    def deployment(**settings):  # infra/'s defaults and these settings, as Terraform reads them (config.load)
+        path = tmp_path / "terraform.tfvars.json"
+        path.write_text(json.dumps({"project_id": "my-project", **settings}))
+        return config.load(path, ROOT / "infra")
 
     row = next(line for line in readme().splitlines()
                if line.startswith("| 1 ×") and (("T4" in line) == use_gpu))
     assert f"${on_demand}/h" in row and f"${spot}/h" in row, row
     for is_spot, figure in ((False, on_demand), (True, spot)):
-        deployment = Deployment(project_id="p", use_gpu=use_gpu, spot=is_spot, max_run_hours=8)
-        assert f"{cost.estimate(deployment).node_hourly:.2f}" == figure
+        chosen = deployment(use_gpu=use_gpu, spot=is_spot, max_run_hours=8)
+        assert f"{cost.estimate(chosen).node_hourly:.2f}" == figure

@@ -9,7 +9,6 @@ from pathlib import Path
 from launch_contract import DONE_STATES, State
 
 from gantry import config, nodes
-from gantry.config import Deployment
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -105,7 +104,11 @@ def say_when_vms_power_off(cluster, args, env) -> None:
     """A stopped run leaves its VMs up and billing until their agents' idle shutdown: say when that is."""
     if cluster.use_tpu:  # power_down stopped the TPU node itself
         return
-    idle = idle_shutdown_minutes(args.var_file)
+    idle = idle_shutdown_minutes(args.var_file, args.infra_dir)
+    if idle is None:
+        env.say("The nodes keep billing until their agents power them off (idle_shutdown_minutes after the run "
+                "ends), or until `make destroy`.")
+        return
     if not idle:
         env.say("The nodes keep billing: idle_shutdown_minutes = 0 never powers them off. `make destroy` ends it.")
         return
@@ -114,14 +117,13 @@ def say_when_vms_power_off(cluster, args, env) -> None:
             f"(idle_shutdown_minutes; about {at}), or until `make destroy`.")
 
 
-def idle_shutdown_minutes(var_file) -> float:
-    """The setting in the user's tfvars, else infra's default; read as written (the nodes got it at apply)."""
-    default = Deployment.__dataclass_fields__["idle_shutdown_minutes"].default
+def idle_shutdown_minutes(var_file, infra_dir=None) -> float | None:
+    """The setting as Terraform reads the user's tfvars (their value, else infra's default; the nodes got it
+    at apply); None when the file cannot be read now."""
     try:
-        value = config.parse_tfvars(Path(var_file).read_text(), str(var_file)).get("idle_shutdown_minutes")
+        return float(config.load(Path(var_file), infra_dir).idle_shutdown_minutes)
     except (OSError, GantryError):
-        return default
-    return default if value is None else float(value)
+        return None
 
 
 def power_down(api, cluster, env) -> None:

@@ -1,12 +1,32 @@
 # Every use_gpu x spot combination, plus max_run_hours and the deliberate non-C4 override.
 # Offline: the module has no provider, so `terraform test` needs no download.
+# The module has no defaults (the root passes every input): these inputs are the shape a tfvars
+# file with no shape settings gets, and each run changes what it tests. The rules of the inputs
+# are the root's (infra/variables.tf), tested in tests/infra/test_infra_shape_rules.py.
+
+variables {
+  use_gpu                = false
+  node_count             = 1
+  cpu_machine_type       = "c4-highcpu-16"
+  gpu_machine_type       = "n1-standard-8"
+  allow_non_c4_cpu_shape = false
+  accelerator_type       = "nvidia-tesla-t4"
+  accelerator_count      = 1
+  boot_disk_size_gb      = 100
+  cpu_image              = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
+  gpu_image_project      = "deeplearning-platform-release"
+  gpu_image_family       = "common-cu129-ubuntu-2204-nvidia-580"
+  spot                   = false
+  max_run_hours          = 6
+  termination_action     = "STOP"
+}
 
 run "cpu_on_demand_defaults" {
   command = plan
 
   assert {
     condition     = output.machine_type == "c4-highcpu-16"
-    error_message = "The CPU path must default to c4-highcpu-16."
+    error_message = "A tfvars file with no shape settings gets c4-highcpu-16 on the CPU path."
   }
   assert {
     condition     = output.boot_disk_type == "hyperdisk-balanced"
@@ -220,5 +240,16 @@ run "image_overrides" {
   assert {
     condition     = output.image_project == "ubuntu-os-cloud" && output.image_family == "ubuntu-2204-lts"
     error_message = "cpu_image PROJECT/FAMILY must be split into project and family."
+  }
+}
+
+run "c4_standard_and_highmem_lssd_are_shapes" {
+  command = plan
+  variables {
+    cpu_machine_type = "c4-standard-8-lssd"
+  }
+  assert {
+    condition     = output.machine_type == "c4-standard-8-lssd"
+    error_message = "c4-standard-8-lssd is a C4 shape (local SSD)."
   }
 }
