@@ -10,9 +10,14 @@ whether its pace was measured on that shape (none yet: no C4 or T4 has been rent
 from __future__ import annotations
 
 import dataclasses
+import functools
+import tempfile
+from pathlib import Path
 
-from gantry import cost
+from gantry import config, cost
 from gantry.config import Deployment
+
+INFRA = Path(__file__).resolve().parents[1] / "infra"
 
 # Paces measured on machines that stand in for a kit shape (one 30 s run each, so read them as +-15%:
 # bench/RESULTS.md, "On a GPU node, where should self-play's network run?"). The H200 host's Intel Xeon has AMX and
@@ -32,9 +37,18 @@ RECORDED = [
 ]
 
 
+@functools.cache
+def infra_defaults() -> Deployment:
+    """infra/variables.tf's settings, read the way `make cost` reads them (through Terraform: gantry.config)."""
+    with tempfile.TemporaryDirectory() as folder:
+        tfvars = Path(folder) / "terraform.tfvars"
+        tfvars.write_text('project_id = "bench-project"\n')
+        return config.load(tfvars, INFRA)
+
+
 def node_hourly(shape: str, gpu: bool, spot: bool) -> float:
     """One node's list price, as `make cost` prices it (boot disk included)."""
-    deployment = Deployment(project_id="bench")
+    deployment = infra_defaults()
     field = "gpu_machine_type" if gpu else "cpu_machine_type"
     return cost.estimate(dataclasses.replace(deployment, use_gpu=gpu, spot=spot, **{field: shape})).node_hourly
 
