@@ -258,12 +258,14 @@ class Agent:
         return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
                       step=self.step, figures=self.figures, detail=self.detail)
 
-    def publish(self) -> None:
+    def publish(self, last_word: bool = False) -> None:
+        """The report to the guest attribute, within GCE's rate limit (the token bucket); ``last_word`` (powering
+        off) goes at once, outside it: one write more, and the node may never loop again to send it."""
         report = self.report()
         due = time.monotonic() - self.published_at >= self.s.heartbeat_seconds
         if report == self.published and not due:
             return
-        if not self.reports.take():
+        if not self.reports.take() and not last_word:
             return  # the next loop tries again: the newest report wins, none queue up
         try:
             self.metadata.put_guest_attribute(self.s.namespace, REPORT_KEY,
@@ -324,8 +326,7 @@ class Agent:
     def announce_stop(self, why: str) -> None:
         """Report powering-off at once (not at the next report's turn): it may be the node's last word."""
         self.set_state(State.POWERING_OFF, why)
-        self.published_at = 0.0
-        self.publish()
+        self.publish(last_word=True)
 
     def stop_tpu_node(self, why: str) -> bool:
         """nodes:stop of this TPU VM's own node; a failure is one line naming the fix, and the caller tries again."""

@@ -92,8 +92,8 @@ def test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes
     assert "learner xla/bf16" in out  # bf16 on XLA, no GradScaler
     assert "self-play leaves are evaluated on the learner's xla:0" in out  # actors.inference=auto
     saved = load(run / "ckpt-000000006.pt")  # here, in the main venv's torch: host tensors, no torch_xla needed
-    assert saved["step"] == 6 and saved["replay"]["z"].shape[0] >= 128
-    tensors = [v for part in ("model", "ema") for v in saved[part].values()]
+    assert saved.step == 6 and saved.replay["z"].shape[0] >= 128
+    tensors = [*saved.model.values(), *saved.ema.values()]
     assert all(t.device.type == "cpu" for t in tensors)
     assert all(torch.isfinite(t).all() for t in tensors if t.is_floating_point())
     losses = [r["losses/total"] for r in records(run) if r["losses/total"] is not None]
@@ -104,11 +104,11 @@ def test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes
     assert second.returncode == 0, out
     assert f"resumed from {run / 'ckpt-000000006.pt'} at step 6" in out
     resumed = load(run / "ckpt-000000010.pt")
-    assert resumed["step"] == 10
-    moved = [k for k, v in resumed["model"].items() if v.is_floating_point() and not torch.equal(v, saved["model"][k])]
+    assert resumed.step == 10
+    moved = [k for k, v in resumed.model.items() if v.is_floating_point() and not torch.equal(v, saved.model[k])]
     assert moved  # the resumed learner stepped on from the saved weights
     # the optimizer's moments came back too: AdamW's step count goes on from 6
-    assert {int(s["step"]) for s in resumed["optimizer"]["state"].values()} == {10}
+    assert {int(s["step"]) for s in resumed.optimizer["state"].values()} == {10}
 
 
 @pytest.mark.slow

@@ -51,7 +51,7 @@ class Node:
             "GANTRY_AGENT_STATE_DIR": str(root / "var"),
             "GANTRY_REGISTRY_HOST": "us-central1-docker.pkg.dev",
             "GANTRY_AGENT_WATCH_SECONDS": "1",  # one loop a second: crashes and limits are seen sooner
-            "GANTRY_AGENT_RESTART_SECONDS": "0.5",
+            "GANTRY_AGENT_RESTART_SECONDS": "0.25",
             "GANTRY_AGENT_HEARTBEAT_SECONDS": "5",
             "GANTRY_AGENT_REPORTS_PER_MINUTE": "60",
             "GANTRY_AGENT_REPORT_BURST": "3",
