@@ -82,11 +82,16 @@ def render_startup_script(tmp_path: Path, **variables) -> str:
         f'module "startup_script" {{\n  source = "{MODULES / "startup_script"}"\n{arguments}\n}}\n\n'
         'output "script" {\n  value = module.startup_script.script\n}\n'
     )
-    env = terraform_env(tmp_path / "tf-data")
+    return apply_and_read_output(config_dir, tmp_path / "tf-data", "script")
+
+
+def apply_and_read_output(config_dir: Path, tf_data: Path, output: str) -> str:
+    """`terraform apply` of a provider-free configuration, then one of its outputs as raw text."""
+    env = terraform_env(tf_data)
     for cmd in (["init", "-input=false"], ["apply", "-auto-approve", "-input=false"]):
         result = run(["terraform", *cmd], cwd=config_dir, env=env)
         assert result.returncode == 0, f"terraform {cmd[0]} failed:\n{result.stdout}\n{result.stderr}"
-    result = run(["terraform", "output", "-raw", "script"], cwd=config_dir, env=env)
+    result = run(["terraform", "output", "-raw", output], cwd=config_dir, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 from gantry_agent import shipped_files
-from infra_tools import REPO, require_tool, run, terraform_env
+from infra_tools import REPO, apply_and_read_output, require_tool
 
 pytestmark = pytest.mark.terraform
 
@@ -34,13 +34,7 @@ def terraform_bundle(tmp_path_factory) -> str:
         "}\n\n"
         'output "bundle" {\n  value = local.agent_bundle\n}\n'
     )
-    env = terraform_env(root / "tf-data")
-    for cmd in (["init", "-input=false"], ["apply", "-auto-approve", "-input=false"]):
-        result = run(["terraform", *cmd], cwd=config, env=env)
-        assert result.returncode == 0, f"terraform {cmd[0]} failed:\n{result.stdout}\n{result.stderr}"
-    result = run(["terraform", "output", "-raw", "bundle"], cwd=config, env=env)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return apply_and_read_output(config, root / "tf-data", "bundle")
 
 
 def test_terraform_ships_the_files_shipped_files_builds(terraform_bundle):
