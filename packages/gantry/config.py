@@ -112,12 +112,13 @@ def check(path: Path, infra_dir: Path | None = None) -> dict[str, object]:
                     key=lambda d: d.get("range", {}).get("start", {}).get("line", 0))
     if errors:
         raise _diagnostic_error(errors, path)
-    declared = sorted(values or ())  # every variable of variables.tf, the only file the plan reads
+    declared = {name for tf in variables_tf.parent.glob("*.tf")
+                for name in re.findall(r'^variable "([^"]+)"', tf.read_text(), re.MULTILINE)}
     for diagnostic in diagnostics:
         unknown = re.search(r'declare a variable named "([^"]+)"', diagnostic["detail"])
-        if diagnostic["summary"] == "Value for undeclared variable" and unknown:
+        if diagnostic["summary"] == "Value for undeclared variable" and unknown and unknown.group(1) not in declared:
             name = unknown.group(1)
-            close = difflib.get_close_matches(name, declared, n=1)
+            close = difflib.get_close_matches(name, sorted(declared), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(f"{path} sets {name}, which is not a setting of {variables_tf.parent}",
                               f"{hint.capitalize()}Fix or remove the line ({variables_tf} lists every setting).")
