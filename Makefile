@@ -11,6 +11,9 @@ PY         := $(VENV)/bin/python
 TORCH_SPEC ?=
 CONFIG     ?= packages/selfplay/configs/connect4.yaml
 RUN_DIR    ?= runs/local
+# A project of your own (a folder with a Dockerfile, pyproject.toml or requirements.txt): make build-train and make
+# run-gcp build and run it instead of the kit's trainer (docs/LAUNCHER.md, "Your own project").
+PROJECT    ?=
 ARGS       ?=
 # pytest-xdist workers: most tests wait on subprocesses, servers and the Docker engine, so more workers than
 # cores pays (tests/conftest.py keeps the tests of one expensive fixture on one worker). 0 = no xdist.

@@ -44,6 +44,63 @@ STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives co
 STAGING = "/runs/staging"  # STAGING_ENV's value in the container
 PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
 
+# ---- your own project: a plain command, the folders that outlive a node, the program's own stats -----------------
+# The names a program of any shape reads, whatever launches it (SkyPilot's SKYPILOT_NODE_RANK and friends, in
+# Gantry's spelling), beside torchrun's NNODES, NODE_RANK, MASTER_ADDR and MASTER_PORT, which every container gets.
+GANTRY_NODE_RANK_ENV = "GANTRY_NODE_RANK"  # this node's rank, 0 on the master
+GANTRY_NUM_NODES_ENV = "GANTRY_NUM_NODES"
+GANTRY_NODE_IPS_ENV = "GANTRY_NODE_IPS"  # every node's internal IP in rank order, comma-separated (node 0 first)
+GANTRY_GPUS_PER_NODE_ENV = "GANTRY_GPUS_PER_NODE"  # the GPUs this node's container sees (0 on a CPU node)
+PROJECT_ROOT = "/workspace"  # where `gantry build --project` puts a project in its image (its WORKDIR)
+SYNC_FOLDER = "sync"  # RUN_DIR/sync/<DIR>/...: the bucket's copy of each folder a launch names with --sync
+DEFAULT_SYNC_SECONDS = 120  # how often the agent copies those folders to the bucket while the program runs
+# Where a program's own stats (--stats FILE, a JSON object or JSON lines) say how far it is: the first of these keys
+# that holds a number is the report's step, so `gantry status` and the crash-loop rule see progress.
+STEP_KEYS = ("step", "iteration", "iter", "epoch", "global_step")
+MAX_REPORTED_STATS = 8  # numbers of a program's own stats a report carries (a guest attribute stays small)
+LAST_LINE_CHARS = 200  # the end of the newest line a program printed, as a report carries it
+
+
+def sync_url(run_dir: str, folder: str) -> str:
+    """The bucket's copy of a --sync folder (a path relative to the program's working directory)."""
+    return f"{run_dir.rstrip('/')}/{SYNC_FOLDER}/{folder.strip('/')}"
+
+
+def check_relative(path: str, what: str) -> str:
+    """A --sync folder or --stats file: relative to the project's root and inside it; ValueError names the rule."""
+    parts = path.replace("\\", "/").strip("/").split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{what} {path!r} must be a path inside the project, relative to its root (no '..')")
+    return "/".join(parts)
+
+
+def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
+    """(step, numbers) of the newest record in a program's own stats file: the whole text as one JSON object, else
+    the last line that is one (JSON lines). Numbers one level deep are named a/b; at most MAX_REPORTED_STATS, in
+    the file's order. The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
+    record = None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        for line in reversed(text.splitlines()):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                break
+    if not isinstance(record, dict):
+        return None, {}
+    numbers: dict[str, float] = {}
+    for key, value in record.items():
+        inner = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, number in inner:
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                numbers[f"{key}/{sub}" if sub else str(key)] = number
+    step = next((int(numbers[k]) for k in STEP_KEYS if k in numbers), None)
+    return step, dict(list(numbers.items())[:MAX_REPORTED_STATS])
+
+
 # ---- stats.jsonl: how a program tells the agent (and `gantry status`) its progress ------------------------------
 # One JSON object a line. The newest line with KIND_KEY == TRAIN_KIND and a STEP_KEY is the step `gantry status`
 # shows, with any REPORTED_FIGURES (newest_record).
@@ -158,6 +215,13 @@ class RunSpec:
     # True: the container runs `torchrun RENDEZVOUS ARGS` (the agent's torchrun_args), not the image's entry point:
     # your own trainer, from your image or a package under packages/ in the trainer image.
     torchrun: bool = False
+    # True: args is a plain command (`python scripts/train.py --gpus all`), run as given in the image's working
+    # directory (PROJECT_ROOT in an image `gantry build --project` made), without the image's ENTRYPOINT.
+    command: bool = False
+    node_addrs: tuple = ()  # every node's internal IP in rank order (GANTRY_NODE_IPS_ENV)
+    sync: tuple = ()  # folders relative to the working directory the agent keeps in the bucket (sync_url)
+    sync_seconds: int = DEFAULT_SYNC_SECONDS
+    stats_file: str = ""  # relative to the working directory: the program's own stats (stats_figures)
 
     def __post_init__(self):
         if not RUN_ID.fullmatch(str(self.run_id)):
@@ -168,7 +232,17 @@ class RunSpec:
             raise ValueError(f"node_rank {self.node_rank} of nnodes {self.nnodes}")
         if self.torchrun and not self.args:
             raise ValueError("torchrun with no program (args: -m MODULE ARGS or SCRIPT ARGS)")
+        if self.command and not self.args:
+            raise ValueError("command with nothing to run (args: the command and its arguments)")
+        if self.command and self.torchrun:
+            raise ValueError("command and torchrun: a launch runs one of them")
+        if int(self.sync_seconds) <= 0:
+            raise ValueError(f"sync_seconds {self.sync_seconds} (> 0)")
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+        object.__setattr__(self, "node_addrs", tuple(str(a) for a in self.node_addrs))
+        object.__setattr__(self, "sync", tuple(check_relative(str(f), "sync folder") for f in self.sync))
+        if self.stats_file:
+            object.__setattr__(self, "stats_file", check_relative(str(self.stats_file), "stats file"))
 
     @property
     def launch_id(self) -> str:
@@ -231,6 +305,8 @@ class Report:
     figures: dict = dataclasses.field(default_factory=dict)  # REPORTED_FIGURES' keys of that record
     detail: str = ""  # why: the error, the exit code, what is being pulled
     heartbeat: int | None = None  # epoch seconds of the write: a stale report means a dead agent or node
+    last_line: str = ""  # the end (LAST_LINE_CHARS) of the newest line the program printed
+    last_line_at: int | None = None  # epoch seconds when the agent saw that line
 
     def to_json(self) -> str:
         return json.dumps({**dataclasses.asdict(self), "state": self.state.value if self.state else None})
@@ -251,4 +327,5 @@ class Report:
         figures = data.get("figures")
         return cls(state=state, run=str(data.get("run") or ""), node_rank=data.get("node_rank"),
                    step=data.get("step"), figures=figures if isinstance(figures, dict) else {},
-                   detail=str(data.get("detail") or ""), heartbeat=data.get("heartbeat"))
+                   detail=str(data.get("detail") or ""), heartbeat=data.get("heartbeat"),
+                   last_line=str(data.get("last_line") or ""), last_line_at=data.get("last_line_at"))

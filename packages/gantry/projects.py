@@ -1,0 +1,67 @@
+"""Your own project as an image: its name and version, the one rule `gantry build --project` tags with and `gantry run
+--project` looks up, so a run launches exactly the code that was built.
+
+    image_ref("us-central1-docker.pkg.dev/P/gantry", Path("../my-trainer"), "cuda")
+    -> "us-central1-docker.pkg.dev/P/gantry/my-trainer:cuda-3f2a9c1d0b7e"
+
+The version is the project's git commit when its work tree is clean, else a hash of the files the build sends
+(``c`` + 12 hex digits), so an edit not yet committed is a new tag and never overwrites what a run launched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+
+# Leave-outs no project wants in an image, whatever its ignore files say (gantry.project_build reports them).
+ALWAYS_LEFT_OUT = (".git",)
+
+
+def name(project: Path) -> str:
+    """The image's name: the folder's name in the registry's alphabet (lowercase, digits, . _ -)."""
+    cleaned = re.sub(r"[^a-z0-9._-]+", "-", project.resolve().name.lower()).strip("._-")
+    return cleaned or "project"
+
+
+def git_commit(project: Path) -> str | None:
+    """The project's commit (12 hex digits) when it is a git work tree with nothing uncommitted, else None."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, check=False,
+                              timeout=60)
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode != 0 or git("status", "--porcelain").stdout.strip():
+            return None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip()
+
+
+def content_hash(project: Path, files: list[Path]) -> str:
+    """A hash of the files' paths and bytes: ``c`` + 12 hex digits."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return "c" + digest.hexdigest()[:12]
+
+
+def context_files(project: Path) -> list[Path]:
+    """The files a build of ``project`` sends (gantry.project_build's context, with its ignore rules)."""
+    from gantry import project_build
+
+    return project_build.context_files(project)
+
+
+def version(project: Path) -> str:
+    return git_commit(project) or content_hash(project, context_files(project))
+
+
+def local_ref(project: Path, flavour: str) -> str:
+    return f"{name(project)}:{flavour}-{version(project)}"
+
+
+def image_ref(repository: str, project: Path, flavour: str) -> str:
+    """REPO/NAME:FLAVOUR-VERSION: what `gantry build --project` pushes and `gantry run --project` launches."""
+    return f"{repository}/{local_ref(project, flavour)}"
