@@ -52,7 +52,9 @@ GANTRY_NUM_NODES_ENV = "GANTRY_NUM_NODES"
 GANTRY_NODE_IPS_ENV = "GANTRY_NODE_IPS"  # every node's internal IP in rank order, comma-separated (node 0 first)
 GANTRY_GPUS_PER_NODE_ENV = "GANTRY_GPUS_PER_NODE"  # the GPUs this node's container sees (0 on a CPU node)
 PROJECT_ROOT = "/workspace"  # where `gantry build --project` puts a project in its image (its WORKDIR)
-SYNC_FOLDER = "sync"  # RUN_DIR/sync/<DIR>/...: the bucket's copy of each folder a launch names with --sync
+# RUN_DIR/sync/node-<RANK>/<DIR>/...: the bucket's copy of each folder a launch names with --sync, one per node, since
+# every node runs the same command and writes its own (a restarted node gets back what it wrote)
+SYNC_FOLDER = "sync"
 DEFAULT_SYNC_SECONDS = 120  # how often the agent copies those folders to the bucket while the program runs
 # Where a program's own stats (--stats FILE, a JSON object or JSON lines) say how far it is: the first of these keys
 # that holds a number is the report's step, so `gantry status` and the crash-loop rule see progress.
@@ -61,9 +63,9 @@ MAX_REPORTED_STATS = 8  # numbers of a program's own stats a report carries (a g
 LAST_LINE_CHARS = 200  # the end of the newest line a program printed, as a report carries it
 
 
-def sync_url(run_dir: str, folder: str) -> str:
-    """The bucket's copy of a --sync folder (a path relative to the program's working directory)."""
-    return f"{run_dir.rstrip('/')}/{SYNC_FOLDER}/{folder.strip('/')}"
+def sync_url(run_dir: str, node_rank: int, folder: str) -> str:
+    """The bucket's copy of node ``node_rank``'s --sync folder (a path relative to the program's working directory)."""
+    return f"{run_dir.rstrip('/')}/{SYNC_FOLDER}/node-{node_rank}/{folder.strip('/')}"
 
 
 def check_relative(path: str, what: str) -> str:
