@@ -56,6 +56,9 @@ PROJECT_ROOT = "/workspace"  # where `gantry build --project` puts a project in 
 # every node runs the same command and writes its own (a restarted node gets back what it wrote)
 SYNC_FOLDER = "sync"
 DEFAULT_SYNC_SECONDS = 120  # how often the agent copies those folders to the bucket while the program runs
+# `gantry stop`: the agent sends the program SIGTERM (docker stop) and waits this long before SIGKILL; a Spot
+# preemption gives about 30 s. Then it copies the --sync folders to the bucket a last time.
+STOP_GRACE_SECONDS = 25
 # Where a program's own stats (--stats FILE, a JSON object or JSON lines) say how far it is: the first of these keys
 # that holds a number is the report's step, so `gantry status` and the crash-loop rule see progress.
 STEP_KEYS = ("step", "iteration", "iter", "epoch", "global_step")

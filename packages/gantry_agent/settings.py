@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from launch_contract import NAMESPACE, RUN_KEY
+from launch_contract import NAMESPACE, RUN_KEY, STOP_GRACE_SECONDS
 
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
@@ -65,7 +65,7 @@ class Settings:
         self.extra_run_args = shlex.split(get("GANTRY_AGENT_DOCKER_RUN_ARGS", ""))
         # How long one wait_for_change request hangs: also how soon a crashed trainer is noticed.
         self.watch_seconds = float(get("GANTRY_AGENT_WATCH_SECONDS", "30"))
-        self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", "25"))  # Spot gives ~30 s
+        self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", str(STOP_GRACE_SECONDS)))
         self.restart_seconds = float(get("GANTRY_AGENT_RESTART_SECONDS", "10"))  # first crash-restart delay
         self.heartbeat_seconds = float(get("GANTRY_AGENT_HEARTBEAT_SECONDS", "60"))
         # Guest attributes are rate limited by GCE: a token bucket keeps writes to a few a minute.

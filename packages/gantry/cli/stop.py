@@ -6,7 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from launch_contract import DONE_STATES, State
+from launch_contract import DONE_STATES, STOP_GRACE_SECONDS, State
 
 from gantry import config, nodes
 from gantry.errors import GantryError
@@ -15,10 +15,11 @@ from gantry.status import ExitStatus
 NAME = "stop"
 HELP = ("stop the run on every node after a final checkpoint to the bucket (VMs keep running; a TPU VM is stopped "
         "too)")
-DESCRIPTION = """\
-Set action=stop in every node's run spec. Each agent sends the trainer SIGTERM (`docker stop`
-with a 25 s grace period); the trainer writes a final checkpoint to the bucket and exits.
-`make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
+DESCRIPTION = f"""\
+Set action=stop in every node's run spec. Each agent sends the program SIGTERM (`docker stop`) and waits
+{STOP_GRACE_SECONDS} s for it to exit (then SIGKILL); the trainer writes a final checkpoint to the bucket in that
+time and exits. Then the agent copies the run's --sync folders to the bucket a last time, and the node reports
+stopped. `make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
 (and billing) until the agent's idle shutdown powers them off or `make destroy`. A Cloud TPU VM
 bills until Cloud TPU stops it, so once its trainer stopped it is stopped too (nodes:stop; also
 when no run is started): `make run-gcp` starts it again. --power-off stops the VMs too, once
