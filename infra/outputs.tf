@@ -20,6 +20,11 @@ output "master_address" {
   value       = var.use_tpu ? google_tpu_v2_vm.node[0].network_endpoints[0].ip_address : google_compute_instance.node[0].network_interface[0].network_ip
 }
 
+output "node_addresses" {
+  description = "Internal IP of every node in node order (GANTRY_NODE_IPS); node 0's is master_address."
+  value       = var.use_tpu ? google_tpu_v2_vm.node[*].network_endpoints[0].ip_address : google_compute_instance.node[*].network_interface[0].network_ip
+}
+
 output "node_names" {
   description = "Instance names in node order; node 0 is the master (the TPU VM's name when use_tpu)."
   value       = var.use_tpu ? google_tpu_v2_vm.node[*].name : google_compute_instance.node[*].name

@@ -37,6 +37,11 @@ def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkey
     assert outputs["node_zones"] == ["us-central1-a"] * 3 and outputs["use_gpu"] is True
     subnet = ipaddress.ip_network("10.42.0.0/24")  # infra's default subnet_cidr
     assert ipaddress.ip_address(outputs["master_address"]) in subnet
+    # every node's address in rank order (GANTRY_NODE_IPS), node 0's the master's
+    addresses = outputs["node_addresses"]
+    assert len(set(addresses)) == 3 and addresses[0] == outputs["master_address"]
+    assert all(ipaddress.ip_address(a) in subnet for a in addresses)
+    assert Cluster.from_outputs(outputs).node_addrs == tuple(addresses)
     assert outputs["bucket"] == "standin-proj-adapter-runs"
     assert outputs["image_repository_url"] == "us-central1-docker.pkg.dev/standin-proj/adapter"
     assert "google_compute_instance.node[2]" in tf.state_list()
@@ -65,6 +70,7 @@ def test_adapter_applies_and_destroys_the_tpu_path(standin_env, tmp_path, monkey
     outputs = tf.outputs()
     assert outputs["node_names"] == ["tpu-node-0"] and outputs["node_zones"] == ["us-central1-a"]
     assert ipaddress.ip_address(outputs["master_address"]) in ipaddress.ip_network("10.42.0.0/24")
+    assert outputs["node_addresses"] == [outputs["master_address"]]  # one TPU VM, its worker 0
     assert outputs["use_tpu"] is True and Cluster.from_outputs(outputs).flavour == "tpu"  # gantry-trainer:tpu runs
     state = tf.state_list()
     assert "google_tpu_v2_vm.node[0]" in state and not any(a.startswith("google_compute_instance.") for a in state)

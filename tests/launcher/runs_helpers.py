@@ -26,11 +26,17 @@ def apply_outputs_module(infra: Path, outputs: dict) -> None:
                        timeout=120)
 
 
+def node_address(rank: int) -> str:
+    """Node ``rank``'s internal IP, as add_nodes gives the fake instances and cluster_outputs names them."""
+    return f"10.128.0.{2 + rank}"
+
+
 def cluster_outputs(names: list[str], zone: str = "us-central1-a", master: str = "10.128.0.2",
                     project: str = "demo-project", registry_host: str = "us-central1-docker.pkg.dev") -> dict:
     """What infra/outputs.tf gives (the names are the Python side's defaults, which equal Terraform's)."""
     return {"project_id": project, "node_names": names, "node_zones": [zone] * len(names), "zone": zone,
-            "master_address": master, "image_repository_url": f"{registry_host}/{project}/gantry",
+            "master_address": master, "node_addresses": [master, *(node_address(r) for r in range(1, len(names)))],
+            "image_repository_url": f"{registry_host}/{project}/gantry",
             "bucket": f"{project}-gantry-runs", "use_gpu": False, "use_tpu": False, "run_metadata_key": RUN_KEY,
             "guest_attribute_namespace": NAMESPACE, "registry_host": registry_host}
 
@@ -40,7 +46,7 @@ def add_nodes(fake, names: list[str], zone: str = "us-central1-a", statuses: lis
     instances = []
     for i, name in enumerate(names):
         vm = fake.add_instance(name, zone, {"gantry-deployment": "gantry"},
-                               status=(statuses or ["RUNNING"] * len(names))[i], network_ip=f"10.128.0.{2 + i}")
+                               status=(statuses or ["RUNNING"] * len(names))[i], network_ip=node_address(i))
         vm["metadata"]["items"] = [{"key": "gantry-agent", "value": "# the agent"},
                                    {"key": "startup-script", "value": "#!/bin/bash"}]
         instances.append(vm)
