@@ -2,6 +2,7 @@
 #   make run-gcp ARGS="--config connect4"          # start a run on every node, then follow it (Ctrl-C detaches)
 #   make run-gcp ARGS="--resume run-20260601-120000"
 #   make run-gcp ARGS="-- -m toytrain.train --steps 200"   # your own torchrun program (docs/LAUNCHER.md: Your own trainer)
+#   make run-gcp PROJECT=../my-trainer ARGS="--sync checkpoints -- python train.py --gpus all"   # your own project
 #   make status | make logs ARGS=--follow | make stop ARGS=-y | make fetch RUN=run-20260601-120000
 
 RUN ?=
@@ -9,7 +10,7 @@ RUN ?=
 .PHONY: run-gcp status logs stop fetch push-train
 
 run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
-	$(PY) -m gantry run $(ARGS)
+	$(PY) -m gantry run $(if $(PROJECT),--project $(PROJECT)) $(ARGS)
 
 status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat, uptime and its cost; the latest Pons error rates and arena Elo
 	$(PY) -m gantry status $(ARGS)

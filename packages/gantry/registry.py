@@ -121,11 +121,11 @@ def manifest_digest(image: str, password: Callable[[], str] = google_access_toke
     raise RegistryError(f"the registry at {host} refused the token it issued", "Run the command again.")
 
 
-def pinned(image: str, password: Callable[[], str] = google_access_token) -> str:
-    """``image`` pinned to the digest the registry holds; refused with the fix when it holds none."""
+def pinned(image: str, password: Callable[[], str] = google_access_token, fix: str = BUILD_FIX) -> str:
+    """``image`` pinned to the digest the registry holds; refused with ``fix`` when it holds none."""
     digest = manifest_digest(image, password)
     if digest is None:
-        raise RegistryError(f"image {image} is not in the registry", BUILD_FIX)
+        raise RegistryError(f"image {image} is not in the registry", fix)
     host, name, _ = split_reference(image)
     return f"{host}/{name}@{digest}"
 

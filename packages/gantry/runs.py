@@ -27,6 +27,7 @@ from launch_contract import (
     ACTIVE_STATES,
     ARENA,
     DEFAULT_CONFIG,
+    DEFAULT_SYNC_SECONDS,
     END_KIND,
     KIND_KEY,
     NAMESPACE,
@@ -74,6 +75,7 @@ class Cluster:
     run_key: str = RUN_KEY
     namespace: str = NAMESPACE
     use_tpu: bool = False  # a Cloud TPU VM (infra/tpu.tf): the TPU image, run with the TPU's device access
+    node_addrs: tuple[str, ...] = ()  # every node's internal IP in rank order, as far as the outputs say
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, object]) -> Cluster:
@@ -81,9 +83,11 @@ class Cluster:
         if not names:
             raise GantryError("no deployment found", APPLY_FIX)
         zones = outputs.get("node_zones") or [outputs.get("zone")] * len(names)
+        # a state applied before infra/ had node_addresses knows node 0's alone
+        addresses = outputs.get("node_addresses") or [outputs["master_address"]]
         return cls(project=str(outputs["project_id"]),
                    nodes=tuple(Node(rank, name, zone) for rank, (name, zone) in enumerate(zip(names, zones))),
-                   master_address=str(outputs["master_address"]),
+                   master_address=str(outputs["master_address"]), node_addrs=tuple(str(a) for a in addresses),
                    repository=str(outputs.get("image_repository_url", "")), bucket=str(outputs.get("bucket", "")),
                    use_gpu=bool(outputs.get("use_gpu", False)), use_tpu=bool(outputs.get("use_tpu", False)),
                    run_key=str(outputs.get("run_metadata_key") or RUN_KEY),
@@ -123,39 +127,29 @@ def check_run_id(run_id: str) -> str:
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
                  config: str = DEFAULT_CONFIG, master_port: int | None = None, nproc_per_node: int = 0,
-                 action: str = "start", torchrun: bool = False) -> list[RunSpec]:
+                 action: str = "start", torchrun: bool = False, command: bool = False, sync: tuple = (),
+                 sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "") -> list[RunSpec]:
     """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
-    your program (`-m MODULE ARGS`), run under torchrun as they are; else the selfplay trainer's flags."""
+    your program (`-m MODULE ARGS`), run under torchrun as they are; with ``command`` a command run as given;
+    else the selfplay trainer's flags."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
-    trainer_args = tuple(args) if torchrun else ("--config", config, f"--run.dir={run_url}", *budget(args), *args)
+    own = torchrun or command
+    trainer_args = tuple(args) if own else ("--config", config, f"--run.dir={run_url}", *budget(args), *args)
     port = {"master_port": master_port} if master_port else {}
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
-                    tpu=cluster.use_tpu,
-                    action=action, launched_at=launched_at, run_dir=run_url, torchrun=torchrun, **port)
+                    tpu=cluster.use_tpu, node_addrs=cluster.node_addrs, action=action, launched_at=launched_at,
+                    run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
+                    sync_seconds=sync_seconds, stats_file=stats_file, **port)
             for node in cluster.nodes]
 
 
 def budget(trainer_args: list[str]) -> list[str]:
     """The default time budget of a selfplay run, unless its flags set one (0 included: no limit, on purpose).
-    Your own torchrun program owns its flags and gets none; max_run_hours still powers its nodes off."""
+    Your own program owns its flags and gets none; max_run_hours still powers its nodes off."""
     if any(a == RUN_MAX_MINUTES_FLAG or a.startswith(RUN_MAX_MINUTES_FLAG + "=") for a in trainer_args):
         return []
     return [f"{RUN_MAX_MINUTES_FLAG}={DEFAULT_RUN_MAX_MINUTES:g}"]
-
-
-def torchrun_program(after_dashes: list[str]) -> list[str] | None:
-    """The words after `--` as your own torchrun program (`-m MODULE ARGS` or `SCRIPT ARGS`), or None when they
-    are selfplay trainer flags (each one starts with -, as --run.max_steps=100 does)."""
-    words = after_dashes[1:] if after_dashes[:1] == ["--"] else list(after_dashes)
-    if after_dashes[:1] == ["--"] and not words:
-        raise GantryError("the command after -- is empty", "Name your program after it (gantry run -- -m "
-                          "PACKAGE.MODULE ARGS), or leave -- out to run the selfplay trainer.")
-    if not words or (words[0].startswith("-") and words[0] != "-m"):
-        return None
-    if words[0] == "-m" and (len(words) < 2 or words[1].startswith("-")):
-        raise GantryError("-m names no module", "Write the module after it: gantry run -- -m PACKAGE.MODULE ARGS.")
-    return words
 
 
 # ---- the nodes' API: Compute Engine for VMs (gantry.compute_nodes), Cloud TPU for a TPU VM (gantry.tpu_nodes) ----
@@ -276,8 +270,11 @@ def restart_preempted(api: NodeApi, cluster: Cluster, statuses: list[NodeStatus]
                 ended[run_id] = run_ended(cluster.run_url(run_id, environ))
             if ended[run_id]:
                 continue
-            say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it; "
-                "the run resumes from its newest checkpoint")
+            synced = ", its --sync folders back from the bucket" if s.spec.sync else ""
+            again = f"its command starts again as given{synced}" if s.spec.command else \
+                "the run resumes from its newest checkpoint"
+            say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it (it bills "
+                f"while it runs); {again}")
             api.start(s.node)
             started.append(s.node)
     return started
@@ -354,10 +351,22 @@ def describe_arena(step: int, rating: float, opponents: dict[str, dict[str, floa
     return f"Arena at step {step}: Elo {rating:.0f} (random = 0); W-D-L vs {results}"
 
 
+def run_ids(bucket_url: str) -> list[str]:
+    """The runs the bucket holds (the folders under runs/), oldest first as run-YYYYmmdd-HHMMSS sorts."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(f"{bucket_url}/runs")
+    try:
+        entries = fs.ls(root, detail=True)
+    except FileNotFoundError:
+        return []
+    return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
+
+
 def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
-    """Copy the whole run (checkpoints, stats.jsonl, TensorBoard events under tb/) into ``destination``;
-    (relative path, bytes) for each file. Files already here with the same size are skipped, so a
-    fetch during training brings only what is new."""
+    """Copy the whole run (checkpoints, stats.jsonl, TensorBoard events under tb/, each node's --sync folders under
+    sync/node-RANK/) into ``destination``; (relative path, bytes) for each file. Files already here with the same
+    size are skipped, so a fetch during training brings only what is new."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(run_url)
@@ -368,8 +377,9 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
     copied = []
     for path, info in sorted(fs.find(root, detail=True).items()):
         relative = path[len(root):].lstrip("/")
-        if any(part.startswith(".") for part in relative.split("/")):
-            continue  # uploads in progress (.NAME.part)
+        name = relative.rsplit("/", 1)[-1]
+        if name.startswith(".") and name.endswith(".part"):
+            continue  # uploads in progress (.NAME.part); a --sync folder's own dot-files come home
         target = os.path.join(destination, *relative.split("/"))
         size = int(info.get("size") or 0)
         if os.path.isfile(target) and os.path.getsize(target) == size:

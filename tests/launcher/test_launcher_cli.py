@@ -42,13 +42,29 @@ def test_usage_errors_exit_2(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("words", [["--gpus", "2"], ["--detach", "--search.simulations=100"]])
-def test_a_flag_run_does_not_know_gets_runs_usage_and_the_hint_about_dashes(words, capsys):
-    assert main(["run", *words]) == ExitStatus.USAGE
+def test_a_flag_run_does_not_know_gets_runs_usage_and_the_hint_about_dashes(capsys):
+    assert main(["run", "--detach", "--search.simulations=100"]) == ExitStatus.USAGE
     err = capsys.readouterr().err
     assert err.startswith("usage: gantry run [-h]"), err
-    assert err.splitlines()[-1] == (f"gantry run: error: unrecognized arguments: {words[-2 if words[0] == '--gpus' else -1]}"
+    assert err.splitlines()[-1] == ("gantry run: error: unrecognized arguments: --search.simulations=100"
                                     "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100")
+
+
+@pytest.mark.parametrize("words", [["--gpus", "2"], ["--gpus=4", "--detach"]])
+def test_gantry_run_gpus_says_where_the_gpu_count_lives(words, tmp_path):
+    """The GPUs per node are a setting of the nodes (infra/variables.tf), not of a run: say which and where."""
+    from gantry.cli.run import GPUS_PER_NODE
+    from gantry.config import Deployment
+
+    assert f'variable "{GPUS_PER_NODE}"' in (REPO / "infra" / "variables.tf").read_text()
+    assert GPUS_PER_NODE in Deployment.__dataclass_fields__  # what `make cost` and preflight read as GPUs per node
+    result = run_module(["run", *words], tmp_path, isolated_environ(tmp_path))
+    assert result.returncode == ExitStatus.USAGE
+    assert result.stderr.splitlines()[-1] == (
+        f"gantry run: error: unrecognized arguments: {words[0]}; the GPUs per node are the deployment's: set use_gpu "
+        "= true and accelerator_count = N in infra/terraform.tfvars, then `make apply`; your program's own flags go "
+        "after --: gantry run [OPTIONS] -- python train.py --gpus all")
+    assert not (tmp_path / "infra").exists()  # nothing was asked of terraform or Google
 
 
 def test_main_module_is_tiny():

@@ -84,6 +84,7 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
     assert "make status" in result.stdout
 
     time.sleep(0.01)
+    RunLog(world["bucket"] / "runs" / "r1", stream=io.StringIO()).close()  # the trainer made the run's folder
     again = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
     assert again.status == ExitStatus.OK, again.output
     resumed = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
@@ -361,8 +362,8 @@ def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, wor
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]  # instances.start through the real client
-    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run r1: starting it; the run resumes from its newest "
-            "checkpoint") in result.stdout
+    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run r1: starting it (it bills while it runs); the run "
+            "resumes from its newest checkpoint") in result.stdout
     assert result.stdout.splitlines()[3].split()[:4] == ["1", "gantry-node-1", "running", "r1"]
     # Same spec, same launch: the agent that boots starts the trainer on --run.dir again (it resumes there).
     assert RunSpec.from_json(metadata_items(world["vms"][1])["gantry-run"]).action == "start"
@@ -448,7 +449,8 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     google.join(timeout=10)
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]
-    assert "Spot VM TERMINATED during run r10: starting it; the run resumes from its newest checkpoint" in result.stdout
+    assert ("Spot VM TERMINATED during run r10: starting it (it bills while it runs); the run resumes from its newest "
+            "checkpoint") in result.stdout
     assert "Run r10 finished on every node." in result.stdout
 
 

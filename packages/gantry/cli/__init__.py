@@ -2,8 +2,8 @@
 
 Every verb module has NAME, HELP (one line for `gantry --help`), DESCRIPTION (what
 happens and what it costs, then examples), ``add_arguments(parser)`` and
-``run(args, env) -> ExitStatus``; an optional UNKNOWN_HINT ends the verb's usage error
-for a flag it does not know. Known failures are GantryError: printed as one line
+``run(args, env) -> ExitStatus``; an optional UNKNOWN_HINT (a string, or a function of the
+unknown words) ends the verb's usage error for a flag it does not know. Known failures are GantryError: printed as one line
 ``gantry: error: <what>. <fix>`` on stderr; ``--debug`` adds the traceback.
 """
 
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     try:
         args, unknown = build_parser().parse_known_args(argv)
         if unknown:  # the verb's usage, not gantry's: the top parser would show `gantry [-h] VERB ...`
-            args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}{args.unknown_hint}")
+            hint = args.unknown_hint(unknown) if callable(args.unknown_hint) else args.unknown_hint
+            args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return ExitStatus(exit_.code or 0)
     if args.var_file is None:

@@ -8,10 +8,12 @@ from gantry import nodes, runs
 from gantry.status import ExitStatus
 
 NAME = "fetch"
-HELP = "copy a run's checkpoints, stats.jsonl and TensorBoard events from the bucket to runs/RUN_ID"
+HELP = ("copy a run's checkpoints, stats.jsonl, TensorBoard events and --sync folders from the bucket to "
+        "runs/RUN_ID")
 DESCRIPTION = """\
-Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, stats.jsonl and the
-TensorBoard events under tb/) into runs/RUN_ID, where `tensorboard --logdir runs/RUN_ID`,
+Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, stats.jsonl, the
+TensorBoard events under tb/, and each node's --sync folders under sync/node-RANK/DIR) into
+runs/RUN_ID, where `tensorboard --logdir runs/RUN_ID`,
 `python -m selfplay eval --checkpoint runs/RUN_ID` and local training (`--run.dir=runs/RUN_ID`
 resumes it) find them. Works while the run trains: only new or grown files are copied again.
 Egress from the bucket bills per GB.

@@ -3,37 +3,42 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from launch_contract import (
     DEFAULT_CONFIG,
     DEFAULT_MASTER_PORT,
+    DEFAULT_SYNC_SECONDS,
     KIND_KEY,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     NNODES_ENV,
     NODE_RANK_ENV,
+    PROJECT_ROOT,
     RUN_DIR_ENV,
     STAGING_ENV,
     STATS_FILE,
     STEP_KEY,
+    SYNC_FOLDER,
     TRAIN_KIND,
+    sync_url,
 )
 
-from gantry import images, nodes, registry, runs, trainer_check
+from gantry import config, images, nodes, programs, projects, registry, runs, trainer_check
 from gantry.cli.follow import follow
 from gantry.config import RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "run"
-HELP = "start a training run on every node (rendezvous wired), then follow it; Ctrl-C detaches"
+HELP = "start a training run (or your own command) on every node, rendezvous wired, then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
 Start the trainer on every node of the deployment. The trainer checks its --config and the flags after --
 on this machine first (python -m selfplay check), and a refusal starts nothing; then the image is looked up in the registry
 (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as `make build-train` pushed it) and the nodes are
 pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
 instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
-address). The node agents pull the image and start the containers; torchrun meets at node 0.
+address, every node's address). The node agents pull the image and start the containers; torchrun meets at node 0.
 Checkpoints, stats.jsonl and TensorBoard events go to gs://BUCKET/runs/RUN_ID.
 
 A run already in progress is not replaced unless you say so (--replace, or yes at the prompt):
@@ -41,14 +46,22 @@ replacing it stops it with a final checkpoint.
 
 Then it follows the run (node states, the master's output) until the run ends or you press
 Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
-A run with the same id resumes from its newest checkpoint in the bucket (--resume).
+A run with the same id resumes from its newest checkpoint in the bucket (--resume names a run the bucket holds).
 
 Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each node runs
 `torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS` in the image
-(yours with --image, or the trainer image, which holds every package under packages/). It gets
-{NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, {RUN_DIR_ENV} (the bucket folder) and
-{STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records is
-what status shows.
+(yours with --image, or the trainer image, which holds every package under packages/). Any other first word
+(python, bash, ./run.sh, accelerate) is a plain command, run as given in the image's working directory on every
+node. Either gets {NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, the GANTRY_NODE_RANK /
+GANTRY_NUM_NODES / GANTRY_NODE_IPS / GANTRY_GPUS_PER_NODE names, {RUN_DIR_ENV} (the bucket folder) and
+{STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records, or
+the --stats FILE you name, is what status shows. It gets no trainer time budget: the nodes' max_run_hours
+(infra/terraform.tfvars) is its limit.
+
+Your own project (--project DIR): the image `make build-train PROJECT=DIR` pushed of the folder's current version
+(its git commit, or a hash of its files while edits are uncommitted), the folder at {PROJECT_ROOT}, its WORKDIR.
+--sync DIR keeps a folder of each node in the bucket ({RUN_DIR_ENV}/{SYNC_FOLDER}/node-RANK/DIR; `make fetch`
+brings it home) and gives it back to a restarted node.
 
 examples:
   gantry run                                        # connect4, the image make build-train pushed
@@ -56,12 +69,26 @@ examples:
   gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
   gantry run -- -m toytrain.train --steps 200         # your own torchrun program (packages/toytrain)
+  gantry run --project ../my-trainer --sync checkpoints -- python train.py --gpus all
   make run-gcp ARGS="--detach"
 """
 
 
 # A flag gantry run does not know is most often the trainer's, given without the -- that passes it on.
-UNKNOWN_HINT = "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100"
+DASHES_HINT = "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100"
+GPUS_PER_NODE = "accelerator_count"  # infra/variables.tf: the GPUs of each node (use_gpu = true)
+
+
+def unknown_hint(unknown: list[str]) -> str:
+    """The end of the usage error for flags gantry run does not know: a GPU count is a setting of the nodes."""
+    if any(word.split("=")[0] in ("--gpus", "--gpu", "--num-gpus", "--ngpus") for word in unknown):
+        return (f"; the GPUs per node are the deployment's: set use_gpu = true and {GPUS_PER_NODE} = N in "
+                f"infra/terraform.tfvars, then `make apply`; your program's own flags go after --: gantry run "
+                f"[OPTIONS] -- python train.py --gpus all")
+    return DASHES_HINT
+
+
+UNKNOWN_HINT = unknown_hint
 
 
 def add_arguments(parser) -> None:
@@ -69,8 +96,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
                         "(default: REPOSITORY/gantry-trainer:cpu, :cuda with use_gpu, :tpu with use_tpu); pinned to its "
                         "digest")
+    parser.add_argument("--project", type=Path, default=None, metavar="DIR", help="your own project's folder: run "
+                        "the image `make build-train PROJECT=DIR` pushed of its current version (REPOSITORY/NAME:"
+                        "FLAVOUR-VERSION), with the command after --")
+    parser.add_argument("--sync", action="append", default=[], metavar="DIR", help="a folder (relative to the "
+                        "program's working directory) each node copies to RUN_DIR/sync/node-RANK/DIR while the program "
+                        "runs, at its end and at a stop; a restarted node gets it back (repeatable)")
+    parser.add_argument("--sync-every", type=int, default=DEFAULT_SYNC_SECONDS, metavar="SECONDS",
+                        help="seconds between the copies of the --sync folders (default: %(default)s)")
+    parser.add_argument("--stats", default="", metavar="FILE", help="your program's own stats (a JSON object or JSON "
+                        "lines, relative to its working directory): `gantry status` shows their numbers")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
-    parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint")
+    parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint "
+                        "(a run the bucket holds)")
     parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, help="rendezvous port on node 0 "
                         "(default: %(default)s)")
     parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node (default: the trainer "
@@ -80,38 +118,50 @@ def add_arguments(parser) -> None:
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
     parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- "
-                        "--run.max_steps=100; or your own program: -- -m PACKAGE.MODULE ARGS")
+                        "--run.max_steps=100; or your own program: -- -m PACKAGE.MODULE ARGS, -- SCRIPT.py ARGS "
+                        "(under torchrun) or -- COMMAND ARGS (run as given)")
 
 
 def run(args, env) -> ExitStatus:
-    program = runs.torchrun_program(args.trainer_args)  # before any call: bad words cost nothing
+    program = programs.classify(args.trainer_args)  # before any call: bad words cost nothing
     if program is not None and args.config is not None:
-        raise GantryError("--config is a selfplay trainer flag; your torchrun program takes its own flags",
-                          f"Drop --config, or put your program's own flags after -- {' '.join(program[:2])}.")
+        raise GantryError(f"--config is a selfplay trainer flag; your {program.kind} takes its own flags",
+                          f"Drop --config, or put your program's own flags after -- {' '.join(program.words[:2])}.")
+    sync, stats_file = check_outputs(args, program)
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
-    trainer_args = program if program is not None else [a for a in args.trainer_args if a != "--"]
+    trainer_args = list(program.words) if program is not None else [a for a in args.trainer_args if a != "--"]
     # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
     if program is None:
         trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, [*runs.budget(trainer_args), *trainer_args])
-    elif not args.image:  # the trainer image: the laptop holds its packages; an image of your own it cannot see
-        trainer_check.check_program(program)
+    elif program.torchrun and not args.image and args.project is None:  # the trainer image: the laptop holds its
+        trainer_check.check_program(list(program.words))  # packages; an image of your own it cannot see
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
-    image = registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
+    image = pinned_image(args, cluster)
     check_nothing_runs(api, cluster, run_id, args, env)
+    if args.resume:
+        check_resumable(cluster, run_id, env)
     run_url = cluster.run_url(run_id, env.environ)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}"
-            + (" (the trainer resumes from its newest checkpoint there)" if args.resume else ""))
+            + (" (the trainer resumes from its newest checkpoint there)" if args.resume and not program else ""))
     limit = runs.budget(trainer_args) if program is None else []
     if limit:
         env.say(f"Time limit: the trainer stops with a checkpoint after {limit[0][2:]} minutes, the default of a "
                 f"gantry run (-- {RUN_MAX_MINUTES_FLAG}=N changes it; 0 = no limit).")
     if program is not None:
-        env.say(f"Program: torchrun {' '.join(program)} (rendezvous at node 0; GANTRY_RUN_DIR={run_url})")
+        env.say(program.describe(run_url), time_limit(args))
+    for folder in sync:
+        env.say(f"Sync: each node copies {folder}/ every {args.sync_every} s and when the program ends or is stopped "
+                f"to {sync_url(run_url, 0, folder)} (node 0; node N's under node-N)")
+    if stats_file:
+        env.say(f"Stats: each node's agent reads {stats_file} (a JSON object or JSON lines); `make status` shows "
+                "its numbers")
     api.ensure_running(env.say)
     specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url,
                               config=args.config or DEFAULT_CONFIG, master_port=args.master_port,
-                              nproc_per_node=args.nproc_per_node, torchrun=program is not None)
+                              nproc_per_node=args.nproc_per_node, torchrun=bool(program and program.torchrun),
+                              command=bool(program and program.command), sync=sync, sync_seconds=args.sync_every,
+                              stats_file=stats_file)
     for node, spec in zip(cluster.nodes, specs):
         api.write_spec(node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
@@ -119,6 +169,60 @@ def run(args, env) -> ExitStatus:
         env.say("Started. Follow it with `make status` or `make logs ARGS=--follow`; stop it with `make stop`.")
         return ExitStatus.OK
     return follow(api, cluster, run_id, env, args.interval)
+
+
+def check_outputs(args, program) -> tuple[tuple[str, ...], str]:
+    """--project, --sync, --sync-every and --stats, judged before anything is asked of Google."""
+    if args.project is not None:
+        if args.image:
+            raise GantryError("--project and --image both name the image", "Drop one of them: --project runs the "
+                              "image `make build-train PROJECT=DIR` pushed.")
+        programs.check_project(args.project, program)
+    if (args.sync or args.stats) and program is None:
+        raise GantryError("--sync and --stats are for your own program; the selfplay trainer keeps its run in the "
+                          "bucket itself", "Drop them, or name your program after --.")
+    if args.sync_every <= 0:
+        raise GantryError(f"--sync-every {args.sync_every} is not a number of seconds", "Give it a positive number "
+                          f"(default {DEFAULT_SYNC_SECONDS}).")
+    sync = tuple(programs.relative_path(f, "sync folder", "--sync", args.project) for f in args.sync)
+    stats = programs.relative_path(args.stats, "stats file", "--stats", args.project) if args.stats else ""
+    return sync, stats
+
+
+def pinned_image(args, cluster) -> str:
+    """The image every node runs, pinned to the digest the registry holds for it (--image, the project's current
+    version, or the trainer image of the nodes' flavour)."""
+    if args.project is None:
+        return registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
+    return registry.pinned(projects.image_ref(cluster.repository, args.project, cluster.flavour), fix=(
+        f"Build and push it: `make build-train PROJECT={args.project}` (the tag is the project's version: its git "
+        "commit, or a hash of its files while edits are uncommitted, so each commit or edit needs a build)."))
+
+
+def check_resumable(cluster, run_id: str, env) -> None:
+    """--resume names a run the bucket holds: a typo would start a new run under the wrong name."""
+    bucket = cluster.bucket_url(env.environ)
+    held = runs.run_ids(bucket)
+    if run_id in held:
+        return
+    listed = ", ".join(held[-10:]) + (f" (the newest 10 of {len(held)})" if len(held) > 10 else "")
+    raise GantryError(f"no run {run_id} in {bucket}/runs/ to resume",
+                      f"Resume one it holds ({listed}), or start a new run without --resume." if held else
+                      "The bucket holds no run yet: start one without --resume.")
+
+
+def time_limit(args) -> str:
+    """Your own program gets no trainer budget: what stops its nodes is max_run_hours, read as `make cost` reads it."""
+    try:
+        hours = config.load(args.var_file, args.infra_dir).max_run_hours
+    except GantryError:
+        return ("Time limit: your program gets no trainer budget; max_run_hours in infra/terraform.tfvars, as "
+                "applied, stops the nodes (0: never).")
+    if not hours:
+        return ("Time limit: none. Your program gets no trainer budget and max_run_hours = 0 (infra/terraform.tfvars): "
+                "the nodes bill until it ends and they idle off, or until `make stop`.")
+    return (f"Time limit: your program gets no trainer budget; the nodes stop after max_run_hours = {hours:g} h up "
+            "(infra/terraform.tfvars), whatever it is doing.")
 
 
 def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 from launch_contract import (
     KIND_KEY,
     POSITIONS_PER_S_KEY,
     STAGING_ENV,
     STATS_FILE,
     STEP_KEY,
+    STEP_KEYS,
     TRAIN_KIND,
     State,
 )
@@ -18,7 +21,7 @@ from gantry.status import ExitStatus
 
 NAME = "status"
 HELP = ("per-node state, run, step and heartbeat, the latest Pons error rates and arena Elo; restarts preempted "
-        "Spot nodes")
+        "Spot nodes of a started run (they bill again)")
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
 ({", ".join(s.value for s in State)}),
@@ -26,10 +29,13 @@ how long it has been up since its last start and what that cost at list price (i
 as `make cost` prices it), the run, its learner step and how long ago the node last reported. Then the master's latest
 training figures and what a million self-play positions cost at its pace (one rank a node, the default), the newest Pons evaluation (MCTS weak error rate per test set) and the newest
 arena (Elo, random = 0, and W-D-L against each opponent; `make arena` or
-eval.arena_every_minutes) from the run's stats.jsonl in the bucket. Reads only: it changes nothing and works from any machine with
+eval.arena_every_minutes) from the run's stats.jsonl in the bucket. A command run (gantry run -- COMMAND) shows, per
+node, the last line its program printed and when, the numbers of its own stats (--stats FILE), and the exit code and
+last line of a node in error or restarting. Reads only: it changes nothing and works from any machine with
 the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
-any node its agent powered off while a peer was gone) is started again, and the run resumes from
-its newest checkpoint; status says so.
+any node its agent powered off while a peer was gone) is started again, and bills again while it runs: the run
+resumes from its newest checkpoint (a command starts again as given, its --sync folders back from the bucket);
+status says so. `make stop` first, if you want it to stay off.
 
 examples:
   gantry status
@@ -62,6 +68,30 @@ def node_hourly(args) -> float | None:
         return None
 
 
+def _number(value) -> str:
+    return f"{value:.0f}" if float(value).is_integer() and abs(value) < 1e12 else f"{value:.4g}"
+
+
+def command_lines(statuses, now: float | None = None) -> list[str]:
+    """A command run, node by node: the newest line it printed and when, then its own stats' numbers, whatever keys
+    they have (the report's figures: the first numbers of the newest record of --stats FILE)."""
+    lines = []
+    now = time.time() if now is None else now
+    for s in statuses:
+        report = s.report
+        if report.last_line:
+            at = _age(None if report.last_line_at is None else max(0.0, now - report.last_line_at))
+            lines.append(f"node {s.node.rank}: last line ({at}): {report.last_line}")
+        numbers = [f"{key} {_number(value)}" for key, value in report.figures.items()
+                   if isinstance(value, (int, float)) and not (key in STEP_KEYS and value == report.step)]
+        if report.step is not None or numbers:
+            lines.append(f"node {s.node.rank}: " + " | ".join(
+                ([f"step {report.step}"] if report.step is not None else []) + numbers))
+        elif s.spec is not None and s.spec.stats_file and report.state is State.RUNNING:
+            lines.append(f"node {s.node.rank}: no numbers in {s.spec.stats_file} yet")
+    return lines
+
+
 def run(args, env) -> ExitStatus:
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
@@ -80,6 +110,11 @@ def run(args, env) -> ExitStatus:
             env.say(f"node {s.node.rank}: {s.report.detail}")
         elif s.boot.startswith("error"):
             env.say(f"node {s.node.rank} boot {s.boot}")
+    if statuses[0].spec is not None and statuses[0].spec.command:
+        for line in command_lines(statuses):
+            env.say(line)
+        runs.require_nodes(statuses)
+        return ExitStatus.OK
     master = statuses[0].report
     if master.figures:
         env.say("master: " + runs.describe_figures(master.step, master.figures))

@@ -1,0 +1,135 @@
+"""What `gantry run` puts on the nodes, judged on the laptop before anything starts: the words after `--` sorted
+into the selfplay trainer's flags, a torchrun program or a plain command, and with --project the checks of the
+command, the --sync folders and the --stats file against the project's folder.
+
+    gantry run -- --run.max_steps=100                          selfplay trainer flags (each word starts with -)
+    gantry run -- -m toytrain.train --steps 200                torchrun program: -m MODULE ARGS
+    gantry run -- train.py --steps 200                         torchrun program: SCRIPT.py ARGS
+    gantry run --project ../mine -- python train.py --gpus all plain command, run as given in the image's WORKDIR
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from launch_contract import (
+    GANTRY_GPUS_PER_NODE_ENV,
+    GANTRY_NODE_IPS_ENV,
+    GANTRY_NODE_RANK_ENV,
+    GANTRY_NUM_NODES_ENV,
+    MASTER_ADDR_ENV,
+    MASTER_PORT_ENV,
+    NNODES_ENV,
+    NODE_RANK_ENV,
+    PROJECT_ROOT,
+    RUN_DIR_ENV,
+    check_relative,
+)
+
+from gantry.errors import GantryError
+
+TORCHRUN, COMMAND = "torchrun", "command"
+# The rendezvous every container gets, whichever program it runs (the agent's docker_run_args).
+RENDEZVOUS_NAMES = (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, GANTRY_NODE_RANK_ENV,
+                    GANTRY_NUM_NODES_ENV, GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV, RUN_DIR_ENV)
+PYTHON = re.compile(r"python(3(\.\d+)?)?")  # python, python3, python3.12: the scripts a project check can see
+
+
+@dataclass(frozen=True)
+class Program:
+    """Your own program: ``kind`` TORCHRUN (torchrun runs ``words``) or COMMAND (``words`` run as given)."""
+
+    kind: str
+    words: tuple[str, ...]
+
+    @property
+    def torchrun(self) -> bool:
+        return self.kind == TORCHRUN
+
+    @property
+    def command(self) -> bool:
+        return self.kind == COMMAND
+
+    def describe(self, run_url: str) -> str:
+        names = ", ".join(RENDEZVOUS_NAMES[:-1])
+        if self.torchrun:
+            return f"Program: torchrun {' '.join(self.words)} (rendezvous at node 0; {RUN_DIR_ENV}={run_url})"
+        return (f"Command: {' '.join(self.words)}, run as given in the image's working directory on every node "
+                f"(no torchrun); it gets {names} and {RUN_DIR_ENV}={run_url}")
+
+
+def classify(after_dashes: list[str]) -> Program | None:
+    """The words after `--` as your own program, or None when they are selfplay trainer flags (each one starts
+    with -, as --run.max_steps=100 does). `-m MODULE ARGS` and `SCRIPT.py ARGS` run under torchrun; any other
+    first word (python, bash, ./run.sh, accelerate, ...) is a plain command."""
+    words = after_dashes[1:] if after_dashes[:1] == ["--"] else list(after_dashes)
+    if after_dashes[:1] == ["--"] and not words:
+        raise GantryError("the command after -- is empty", "Name your program after it (gantry run -- -m "
+                          "PACKAGE.MODULE ARGS, or -- python train.py ARGS), or leave -- out to run the selfplay "
+                          "trainer.")
+    if not words or (words[0].startswith("-") and words[0] != "-m"):
+        return None
+    if words[0] == "-m" and (len(words) < 2 or words[1].startswith("-")):
+        raise GantryError("-m names no module", "Write the module after it: gantry run -- -m PACKAGE.MODULE ARGS.")
+    kind = TORCHRUN if words[0] == "-m" or words[0].endswith(".py") else COMMAND
+    return Program(kind, tuple(words))
+
+
+def script_of(program: Program) -> str | None:
+    """The script file a program names: torchrun's SCRIPT.py, or python's SCRIPT in `python [OPTIONS] SCRIPT`;
+    None for a module (-m), code (-c) or any other command."""
+    words = program.words
+    if program.torchrun:
+        return None if words[0] == "-m" else words[0]
+    if not PYTHON.fullmatch(Path(words[0]).name):
+        return None
+    options = iter(words[1:])
+    for word in options:
+        if word.startswith(("-m", "-c")) or word == "-":
+            return None
+        if word in ("-W", "-X"):  # the options that take a value as the next word
+            next(options, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def relative_path(path: str, what: str, flag: str, project: Path | None = None) -> str:
+    """A --sync folder or --stats file as the spec carries it: relative to the program's working directory and inside
+    it; with --project, refused in one line unless it stays inside the project's folder once symlinks and .. are
+    resolved (it need not exist yet: the program may make it)."""
+    try:
+        relative = check_relative(path, what)
+    except ValueError as error:
+        raise GantryError(str(error), f"Give {flag} a path relative to the program's working directory "
+                          f"({flag} outputs).") from None
+    if project is not None:
+        root = project.resolve()
+        if not (root / relative).resolve().is_relative_to(root):
+            raise GantryError(f"{what} {path!r} leads outside the project {project} (a symlink)",
+                              f"Name a path inside {project} for {flag}.")
+    return relative
+
+
+def check_project(project: Path, program: Program | None) -> None:
+    """--project runs your command in an image of the folder: the folder exists, the command is given, and the script
+    a command names is a file in it (the image's WORKDIR, PROJECT_ROOT, holds the folder)."""
+    if not project.is_dir():
+        raise GantryError(f"--project {project} is not a folder", "Name your project's folder (make run-gcp "
+                          "PROJECT=../my-trainer ARGS=\"-- python train.py\").")
+    if program is None:
+        raise GantryError(f"--project {project} runs your own program, and none follows --",
+                          f"Put its command after --: gantry run --project {project} -- python train.py ARGS.")
+    script = script_of(program)
+    if script is None:
+        return
+    relative = script.removeprefix(PROJECT_ROOT + "/") if script.startswith("/") else script
+    if relative.startswith("/"):
+        return  # a file elsewhere in the image (/opt/...): the laptop cannot see it
+    target = (project / relative).resolve()
+    if not target.is_relative_to(project.resolve()) or not target.is_file():
+        raise GantryError(f"{script} is not a file in the project {project}",
+                          f"Name the script by its path inside {project} (the image's working directory, "
+                          f"{PROJECT_ROOT}).")

@@ -1,0 +1,261 @@
+"""gantry run of your own command and project (#41): the words after -- sorted into trainer flags, a torchrun program
+or a plain command; --project's image; --sync / --stats; the spec each node gets; status, stop and fetch of such a
+run. Against the fake Compute API and registry, terraform output from an outputs-only module, and a file://
+directory standing in for the bucket."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fake_registry import FakeRegistry
+from gantry import programs, projects, runs
+from gantry.status import ExitStatus
+from gantry_agent.settings import Settings
+from launch_contract import (
+    DEFAULT_SYNC_SECONDS,
+    GANTRY_GPUS_PER_NODE_ENV,
+    GANTRY_NODE_IPS_ENV,
+    GANTRY_NODE_RANK_ENV,
+    GANTRY_NUM_NODES_ENV,
+    STOP_GRACE_SECONDS,
+    Report,
+    RunSpec,
+    State,
+    stats_figures,
+    sync_url,
+)
+from launcher_helpers import REPO, isolated_environ, needs_terraform, run_module
+from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items, node_address
+
+pytestmark = [pytest.mark.terraform, needs_terraform]
+NAMES = ["gantry-node-0", "gantry-node-1"]
+COMMAND = ["python", "scripts/train_multi_gpu.py", "--gpus", "all"]
+
+
+@pytest.fixture
+def registry():
+    with FakeRegistry() as server:
+        yield server
+
+
+@pytest.fixture
+def world(fake, deployment, tmp_path, registry):
+    outputs = cluster_outputs(NAMES, registry_host=registry.host)
+    apply_outputs_module(deployment.infra, outputs)
+    digest = registry.add("demo-project/gantry/gantry-trainer", "cpu")  # what `make build-train` pushed
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "bucket": bucket,
+            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"}, "repository": outputs["image_repository_url"],
+            "image": f"{outputs['image_repository_url']}/gantry-trainer@{digest}"}
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A project of your own, committed: its version is the commit (gantry.projects.version)."""
+    folder = tmp_path / "my-trainer"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "scripts" / "train_multi_gpu.py").write_text("print('training')\n")
+    (folder / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /workspace\nCOPY . .\n")
+    git = ["git", "-C", str(folder), "-c", "user.email=you@example.com", "-c", "user.name=you"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "train"]):
+        subprocess.run([*git, *command], check=True, capture_output=True, timeout=60)
+    return folder
+
+
+def specs(world) -> list[RunSpec]:
+    return [RunSpec.from_json(metadata_items(vm)["gantry-run"]) for vm in world["vms"]]
+
+
+def nothing_started(fake, world) -> bool:
+    return fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"]) and \
+        not any("setMetadata" in request for request in fake.requests)
+
+
+@pytest.mark.parametrize("words, kind", [
+    (["--run.max_steps=50"], None),  # the selfplay trainer's flags
+    ([], None),
+    (["-m", "toytrain.train", "--steps", "5"], programs.TORCHRUN),
+    (["train.py", "--steps", "5"], programs.TORCHRUN),
+    (["--", *COMMAND], programs.COMMAND),
+    (["bash", "run.sh"], programs.COMMAND),
+    (["./run.sh", "--fast"], programs.COMMAND),
+    (["accelerate", "launch", "train.py"], programs.COMMAND),
+])
+def test_the_words_after_dashes_are_trainer_flags_a_torchrun_program_or_a_command(words, kind):
+    program = programs.classify(words)
+    assert (program and program.kind) == kind
+    if program is not None:
+        assert program.words == tuple(w for w in words if w != "--")
+
+
+@pytest.mark.parametrize("hours, limit", [
+    (3, "Time limit: your program gets no trainer budget; the nodes stop after max_run_hours = 3 h up"),
+    (0, "Time limit: none. Your program gets no trainer budget and max_run_hours = 0"),
+])
+def test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec(cli, fake, world, deployment,
+                                                                                       hours, limit):
+    deployment.write(max_run_hours=hours)
+    result = cli("run", "--detach", "--run-id", "c1", "--sync", "checkpoints", "--sync", "logs/tb/", "--stats",
+                 "out/stats.json", "--sync-every", "30", "--", *COMMAND, environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    run_dir = f"file://{world['bucket']}/runs/c1"
+    for rank, spec in enumerate(specs(world)):
+        assert spec.command and not spec.torchrun and spec.args == tuple(COMMAND)  # no selfplay flags, no budget
+        assert spec.node_rank == rank and spec.node_addrs == (node_address(0), node_address(1))
+        assert (spec.sync, spec.sync_seconds, spec.stats_file) == (("checkpoints", "logs/tb"), 30, "out/stats.json")
+        assert spec.image == world["image"] and spec.run_dir == run_dir
+    assert fake.started == ["gantry-node-1"]
+    out = result.stdout
+    assert f"Command: {' '.join(COMMAND)}, run as given in the image's working directory on every node" in out
+    assert all(name in out for name in (GANTRY_NODE_RANK_ENV, GANTRY_NUM_NODES_ENV, GANTRY_NODE_IPS_ENV,
+                                        GANTRY_GPUS_PER_NODE_ENV, "MASTER_ADDR"))
+    assert f"to {sync_url(run_dir, 0, 'checkpoints')} (node 0; node N's under node-N)" in out
+    assert f"to {sync_url(run_dir, 0, 'logs/tb')} " in out and "reads out/stats.json" in out
+    assert limit in out and "--run.max_minutes" not in out
+
+
+def test_run_project_launches_the_image_of_the_projects_version_pinned_by_digest(cli, world, registry, project):
+    digest = registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
+    result = cli("run", "--detach", "--run-id", "p1", "--project", str(project), "--sync", "checkpoints", "--",
+                 *COMMAND, environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    ref = projects.image_ref(world["repository"], project, "cpu")  # what `gantry build --project` pushes
+    assert ref.endswith(f"/my-trainer:cpu-{projects.git_commit(project)}")
+    pinned = f"{ref.rsplit(':', 1)[0]}@{digest}"
+    assert [spec.image for spec in specs(world)] == [pinned, pinned] and specs(world)[0].command
+
+
+def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(cli, fake, world, registry, project):
+    result = cli("run", "--detach", "--project", str(project), "--", *COMMAND, environ=world["environ"])
+    assert result.status == ExitStatus.ERROR
+    assert result.stderr.splitlines() == [
+        f"gantry: error: image {projects.image_ref(world['repository'], project, 'cpu')} is not in the registry. "
+        f"Build and push it: `make build-train PROJECT={project}` (the tag is the project's version: its git commit, "
+        "or a hash of its files while edits are uncommitted, so each commit or edit needs a build)."]
+    assert nothing_started(fake, world)
+
+
+@pytest.mark.parametrize("words, line", [
+    (["--project", "PROJECT/nope", "--", *COMMAND], "--project PROJECT/nope is not a folder. "),
+    (["--project", "PROJECT", "--", "--run.max_steps=5"], "--project PROJECT runs your own program, and none "),
+    (["--project", "PROJECT", "--", "python", "train.py"], "train.py is not a file in the project PROJECT. "),
+    (["--project", "PROJECT", "--", "python3", "-u", "scripts/missing.py"], "scripts/missing.py is not a file in "),
+    (["--project", "PROJECT", "--", "python", "../outside.py"], "../outside.py is not a file in the project "),
+    (["--project", "PROJECT", "--image", "IMAGE", "--", *COMMAND], "--project and --image both name the image. "),
+    (["--project", "PROJECT", "--sync", "escape", "--", *COMMAND], "sync folder 'escape' leads outside the project "),
+    (["--project", "PROJECT", "--stats", "escape/stats.json", "--", *COMMAND], "stats file 'escape/stats.json' leads "
+                                                                               "outside the project "),
+    (["--sync", "/abs/checkpoints", "--", *COMMAND], "sync folder '/abs/checkpoints' must be a path inside the "),
+    (["--sync", "../up", "--", *COMMAND], "sync folder '../up' must be a path inside the project"),
+    (["--stats", "a/../../b.json", "--", *COMMAND], "stats file 'a/../../b.json' must be a path inside the project"),
+    (["--sync", "checkpoints"], "--sync and --stats are for your own program; "),
+    (["--sync-every", "0", "--", *COMMAND], "--sync-every 0 is not a number of seconds. "),
+])
+def test_run_refuses_a_bad_project_sync_or_stats_in_one_line_before_anything_starts(cli, fake, world, project,
+                                                                                     registry, words, line):
+    (project / "escape").symlink_to(project.parent)  # committed or not, a link out of the folder
+    words = [w.replace("PROJECT", str(project)).replace("IMAGE", world["image"]) for w in words]
+    result = cli("run", "--detach", "--run-id", "r1", *words, environ=world["environ"])
+    assert result.status == ExitStatus.ERROR, result.output
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("gantry: error: " + line.replace("PROJECT", str(project))), result.stderr
+    assert nothing_started(fake, world)
+
+
+def test_resume_of_a_run_the_bucket_does_not_hold_is_refused_naming_those_it_holds(cli, fake, world):
+    empty = cli("run", "--detach", "--resume", "run-20260601-120000", environ=world["environ"])
+    assert empty.status == ExitStatus.ERROR
+    assert empty.stderr.splitlines() == [f"gantry: error: no run run-20260601-120000 in file://{world['bucket']}/runs/ "
+                                         "to resume. The bucket holds no run yet: start one without --resume."]
+    for run_id in ("run-20260601-120000", "run-20260602-090000"):
+        (world["bucket"] / "runs" / run_id).mkdir(parents=True)
+        (world["bucket"] / "runs" / run_id / "stats.jsonl").write_text('{"step": 1}\n')
+    typo = cli("run", "--detach", "--resume", "run-20260601-12000", environ=world["environ"])
+    assert typo.status == ExitStatus.ERROR
+    assert typo.stderr.splitlines() == [
+        f"gantry: error: no run run-20260601-12000 in file://{world['bucket']}/runs/ to resume. Resume one it holds "
+        "(run-20260601-120000, run-20260602-090000), or start a new run without --resume."]
+    assert nothing_started(fake, world)
+    held = cli("run", "--detach", "--resume", "run-20260602-090000", environ=world["environ"])
+    assert held.status == ExitStatus.OK, held.output
+    assert specs(world)[0].run_id == "run-20260602-090000"
+
+
+def test_status_of_a_command_run_shows_each_nodes_last_line_own_stats_and_error(cli, world):
+    assert cli("run", "--detach", "--run-id", "c2", "--stats", "stats.json", "--", *COMMAND,
+               environ=world["environ"]).status == ExitStatus.OK
+    now = int(time.time())
+    step, numbers = stats_figures(json.dumps({"epoch": 3, "loss": 0.41234, "acc": {"top1": 0.9}, "tokens": 120000}))
+    reports = [Report(state=State.RUNNING, run="c2", node_rank=0, step=step, figures=numbers, heartbeat=now - 300,
+                      last_line="epoch 3 | loss 0.412", last_line_at=now - 180),
+               Report(state=State.ERROR, run="c2", node_rank=1, heartbeat=now - 40,
+                      detail="exit 1: ZeroDivisionError: division by zero", last_line="ZeroDivisionError: division "
+                      "by zero", last_line_at=now - 600)]
+    for vm, report in zip(world["vms"], reports):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": report.to_json()}
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:5] == ["0", "gantry-node-0", "running", "c2", "3"] and lines[1].split()[5] == "5m"
+    assert lines[2].split()[:4] == ["1", "gantry-node-1", "error", "c2"]
+    assert "node 1: exit 1: ZeroDivisionError: division by zero" in lines
+    assert "node 0: last line (3m ago): epoch 3 | loss 0.412" in lines
+    assert "node 0: step 3 | loss 0.4123 | acc/top1 0.9 | tokens 120000" in lines
+    assert "node 1: last line (10m ago): ZeroDivisionError: division by zero" in lines
+    assert "Pons" not in result.stdout and "master:" not in result.stdout  # the selfplay trainer's, not a command's
+
+
+def test_status_restarts_a_preempted_spot_node_of_a_command_run_and_says_it_bills(cli, fake, world):
+    assert cli("run", "--detach", "--run-id", "c3", "--sync", "checkpoints", "--", *COMMAND,
+               environ=world["environ"]).status == ExitStatus.OK
+    fake.started.clear()
+    for vm in world["vms"]:
+        vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
+    world["vms"][1]["status"] = "TERMINATED"
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert fake.started == ["gantry-node-1"]
+    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run c3: starting it (it bills while it runs); its "
+            "command starts again as given, its --sync folders back from the bucket") in result.stdout
+
+
+def test_fetch_brings_each_nodes_sync_folders_home(cli, world, deployment):
+    run = world["bucket"] / "runs" / "c4"
+    for rank in (0, 1):
+        folder = Path(sync_url(str(run), rank, "checkpoints"))
+        (folder / ".hydra").mkdir(parents=True)
+        (folder / "model.pt").write_bytes(b"w" * 100)
+        (folder / ".hydra" / "config.yaml").write_text("lr: 0.1\n")  # the program's own dot-folder comes too
+    (Path(sync_url(str(run), 0, "checkpoints")) / ".model-2.pt.part").write_bytes(b"half")  # an upload in progress
+    result = cli("fetch", "c4", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    local = deployment.root / "runs" / "c4"
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == [
+        f"sync/node-{rank}/checkpoints/{name}" for rank in (0, 1) for name in (".hydra/config.yaml", "model.pt")]
+
+
+def test_node_addresses_come_from_terraform_and_an_older_state_knows_node_0s_alone():
+    outputs = cluster_outputs(["n0", "n1", "n2"])
+    assert runs.Cluster.from_outputs(outputs).node_addrs == tuple(node_address(r) for r in range(3))
+    del outputs["node_addresses"]  # applied before infra/outputs.tf had it
+    assert runs.Cluster.from_outputs(outputs).node_addrs == (outputs["master_address"],)
+    assert 'output "node_addresses"' in (REPO / "infra" / "outputs.tf").read_text()
+
+
+def test_the_help_of_stop_fetch_and_status_says_what_they_do_with_a_command_run(tmp_path):
+    environ = isolated_environ(tmp_path)
+    stop = run_module(["stop", "--help"], tmp_path, environ).stdout
+    assert Settings({}).stop_grace_seconds == STOP_GRACE_SECONDS  # the agent waits what the help says
+    assert f"SIGTERM (`docker stop`) and waits\n{STOP_GRACE_SECONDS} s" in stop and "--sync folders to the bucket" in stop
+    fetch = run_module(["fetch", "--help"], tmp_path, environ).stdout
+    assert "--sync folders under sync/node-RANK/DIR" in fetch
+    status = run_module(["status", "--help"], tmp_path, environ).stdout
+    assert "bills again while it runs" in status and "its --sync folders back from the bucket" in status
+    run = run_module(["run", "--help"], tmp_path, environ).stdout
+    assert f"(default: {DEFAULT_SYNC_SECONDS})" in run and "--project DIR" in run
