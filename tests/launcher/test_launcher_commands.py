@@ -134,9 +134,9 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
     result = cli("run", "--detach", "--project", str(project), "--", *COMMAND, environ=world["environ"])
     assert result.status == ExitStatus.ERROR
     assert result.stderr.splitlines() == [
-        f"gantry: error: image {projects.image_ref(world['repository'], project, 'cpu')} is not in the registry. "
+        (f"gantry: error: image {projects.image_ref(world['repository'], project, 'cpu')} is not in the registry. "
         f"Build and push it: `make build-train PROJECT={project}` (the tag is the project's version: its git commit, "
-        "or a hash of its files while edits are uncommitted, so each commit or edit needs a build)."]
+        "or a hash of its files while edits are uncommitted, so each commit or edit needs a build).")]
     assert nothing_started(fake, world)
 
 
@@ -148,8 +148,8 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
     (["--project", "PROJECT", "--", "python", "../outside.py"], "../outside.py is not a file in the project "),
     (["--project", "PROJECT", "--image", "IMAGE", "--", *COMMAND], "--project and --image both name the image. "),
     (["--project", "PROJECT", "--sync", "escape", "--", *COMMAND], "sync folder 'escape' leads outside the project "),
-    (["--project", "PROJECT", "--stats", "escape/stats.json", "--", *COMMAND], "stats file 'escape/stats.json' leads "
-                                                                               "outside the project "),
+    (["--project", "PROJECT", "--stats", "escape/stats.json", "--", *COMMAND], ("stats file 'escape/stats.json' leads "
+                                                                               "outside the project ")),
     (["--sync", "/abs/checkpoints", "--", *COMMAND], "sync folder '/abs/checkpoints' must be a path inside the "),
     (["--sync", "../up", "--", *COMMAND], "sync folder '../up' must be a path inside the project"),
     (["--stats", "a/../../b.json", "--", *COMMAND], "stats file 'a/../../b.json' must be a path inside the project"),
@@ -170,16 +170,16 @@ def test_run_refuses_a_bad_project_sync_or_stats_in_one_line_before_anything_sta
 def test_resume_of_a_run_the_bucket_does_not_hold_is_refused_naming_those_it_holds(cli, fake, world):
     empty = cli("run", "--detach", "--resume", "run-20260601-120000", environ=world["environ"])
     assert empty.status == ExitStatus.ERROR
-    assert empty.stderr.splitlines() == [f"gantry: error: no run run-20260601-120000 in file://{world['bucket']}/runs/ "
-                                         "to resume. The bucket holds no run yet: start one without --resume."]
+    assert empty.stderr.splitlines() == [(f"gantry: error: no run run-20260601-120000 in file://{world['bucket']}/runs/ "
+                                         "to resume. The bucket holds no run yet: start one without --resume.")]
     for run_id in ("run-20260601-120000", "run-20260602-090000"):
         (world["bucket"] / "runs" / run_id).mkdir(parents=True)
         (world["bucket"] / "runs" / run_id / "stats.jsonl").write_text('{"step": 1}\n')
     typo = cli("run", "--detach", "--resume", "run-20260601-12000", environ=world["environ"])
     assert typo.status == ExitStatus.ERROR
     assert typo.stderr.splitlines() == [
-        f"gantry: error: no run run-20260601-12000 in file://{world['bucket']}/runs/ to resume. Resume one it holds "
-        "(run-20260601-120000, run-20260602-090000), or start a new run without --resume."]
+        (f"gantry: error: no run run-20260601-12000 in file://{world['bucket']}/runs/ to resume. Resume one it holds "
+        "(run-20260601-120000, run-20260602-090000), or start a new run without --resume.")]
     assert nothing_started(fake, world)
     held = cli("run", "--detach", "--resume", "run-20260602-090000", environ=world["environ"])
     assert held.status == ExitStatus.OK, held.output
