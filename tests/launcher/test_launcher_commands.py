@@ -259,3 +259,15 @@ def test_the_help_of_stop_fetch_and_status_says_what_they_do_with_a_command_run(
     assert "bills again while it runs" in status and "its --sync folders back from the bucket" in status
     run = run_module(["run", "--help"], tmp_path, environ).stdout
     assert f"(default: {DEFAULT_SYNC_SECONDS})" in run and "--project DIR" in run
+
+
+def test_make_run_gcp_passes_project_to_gantry_run():
+    import sys
+
+    venv = Path(sys.executable).parent.parent  # the suite's own; -o: make neither checks nor reinstalls it
+    made = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(REPO), "run-gcp", "PROJECT=../my-trainer",
+                           f"ARGS=--sync checkpoints -- {' '.join(COMMAND)}", f"VENV={venv}",
+                           "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-dev"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert made.returncode == 0, made.stderr
+    assert f"-m gantry run --project ../my-trainer --sync checkpoints -- {' '.join(COMMAND)}" in made.stdout
