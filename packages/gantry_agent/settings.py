@@ -28,6 +28,11 @@ TPU_PROJECT_KEY, TPU_ZONE_KEY, TPU_NODE_KEY = "CONSUMER_PROJECT_ID", "ZONE", "NO
 # infra/modules/startup_script as idle_shutdown_minutes is. GCE enforces it on a VM (max_run_duration); on a TPU VM
 # (google_tpu_v2_vm has no run-duration setting) the agent does: the node's uptime, so each start has the full budget.
 MAX_RUN_HOURS_ENV = "GANTRY_MAX_RUN_HOURS"
+# GCE gives a preempted Spot VM 30 s between ACPI G2 Soft Off and G3 Mechanical Off (cloud.google.com/compute/docs/
+# instances/spot, "Preemption process"; the API's Scheduling.skipGuestOsShutdown says the same); systemd stops the agent first (its unit is
+# After=docker.service). A run with --sync folders spends them on the program's grace and the final copy.
+SPOT_NOTICE_SECONDS = 30
+SHUTDOWN_MARGIN_SECONDS = 5  # docker stop's own work, the agent's last report and exit
 # What the node's service account needs to stop its own TPU node (infra/iam.tf grants these when use_tpu).
 TPU_STOP_PERMISSION = "tpu.nodes.stop"
 
@@ -66,8 +71,20 @@ class Settings:
         # How long one wait_for_change request hangs: also how soon a crashed trainer is noticed.
         self.watch_seconds = float(get("GANTRY_AGENT_WATCH_SECONDS", "30"))
         self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", "25"))  # Spot gives ~30 s
+        # At a shutdown, the final copy of a run's --sync folders stops after this long (what it leaves, the copies
+        # every sync_seconds before hold); their program's grace is cut to what the Spot notice has left.
+        self.sync_final_seconds = float(get("GANTRY_AGENT_SYNC_FINAL_SECONDS", "10"))
+        self.dev_dir = get("GANTRY_AGENT_DEV_DIR", "/dev")  # where the node's /dev/nvidiaN are: its GPU count
         self.restart_seconds = float(get("GANTRY_AGENT_RESTART_SECONDS", "10"))  # first crash-restart delay
         self.heartbeat_seconds = float(get("GANTRY_AGENT_HEARTBEAT_SECONDS", "60"))
         # Guest attributes are rate limited by GCE: a token bucket keeps writes to a few a minute.
         self.reports_per_minute = float(get("GANTRY_AGENT_REPORTS_PER_MINUTE", "4"))
         self.report_burst = int(get("GANTRY_AGENT_REPORT_BURST", "2"))
+
+    def stop_grace(self, syncing: bool) -> int:
+        """`docker stop -t` for a container: stop_grace_seconds, or with --sync folders what a Spot notice leaves
+        besides the final copy (30 - 10 - 5 = 15 s by default), so SIGTERM, the grace and the copy fit in it."""
+        if not syncing:
+            return self.stop_grace_seconds
+        spare = SPOT_NOTICE_SECONDS - self.sync_final_seconds - SHUTDOWN_MARGIN_SECONDS
+        return max(1, min(self.stop_grace_seconds, int(spare)))
