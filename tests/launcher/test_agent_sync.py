@@ -4,7 +4,9 @@ JSON API's stand-in (fake_storage). No process: tests/launcher/test_agent_comman
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import time
 
 from fake_storage import FakeStorage
@@ -143,3 +145,30 @@ def test_a_final_copy_out_of_time_leaves_the_rest_for_the_copies_before(tmp_path
     write(local_folder(str(tmp_path / "run"), "ckpt") + "/late.pt", "x")
     outputs.final(deadline=time.monotonic() - 1)  # the notice is spent
     assert "copied 0 files" in lines[-2] and lines[-2].endswith("; 1 not copied: out of time")
+
+
+def test_a_stats_file_in_a_sync_folder_is_read_on_the_host_and_its_step_and_numbers_reported(tmp_path):
+    spec = command_spec("", sync=("out",), stats_file="out/stats.jsonl")
+    outputs = RunOutputs(spec, str(tmp_path), None, lambda: "", "", print)  # no docker: never asked
+    assert outputs.progress() is None  # nothing written yet
+    write(local_folder(str(tmp_path), "out") + "/stats.jsonl",
+          '{"epoch": 1, "loss": 0.9}\n{"epoch": 2, "loss": 0.7, "eval": {"acc": 0.5}, "tag": "x"}\n{"epo')
+    assert outputs.progress() == (2, {"epoch": 2, "loss": 0.7, "eval/acc": 0.5})  # the last whole record
+
+
+def test_a_stats_file_elsewhere_is_copied_out_of_the_container(tmp_path):
+    class Docker:  # `docker cp NAME:PATH -` answers a tar archive
+        def copy_out(self, name, path):
+            self.asked = (name, path)
+            data, archive = b'{"step": 7, "reward": 1.5}', io.BytesIO()
+            with tarfile.open(fileobj=archive, mode="w") as tar:
+                info = tarfile.TarInfo("metrics.json")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            return archive.getvalue()
+
+    docker = Docker()
+    outputs = RunOutputs(command_spec("", stats_file="logs/metrics.json"), str(tmp_path), docker, None, "", print)
+    outputs.workdir = "/workspace"
+    assert outputs.progress() == (7, {"step": 7, "reward": 1.5})
+    assert docker.asked == ("gantry-run-r1-1", "/workspace/logs/metrics.json")
