@@ -361,6 +361,8 @@ class Agent:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
         if self.container and self.docker.running(self.container):
             self.stop_container(self.container, "the agent is stopping (shutdown or preemption)", shutdown=True)
+        elif self.outputs:  # ended on its own: the copy of its end may still be under way
+            self.outputs.final(time.monotonic() + self.s.sync_final_seconds)
         self.log("agent stopped")
         if self.console:
             self.console.flush()
