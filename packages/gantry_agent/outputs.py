@@ -45,7 +45,7 @@ class RunOutputs:
     # ---- the program's output ----
     def saw(self, line: str) -> None:
         """A line the program printed (the output follower): the newest non-empty one is the report's last_line."""
-        text = line.strip()
+        text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
         if text:
             self.last_line, self.last_line_at = text[-LAST_LINE_CHARS:], int(time.time())
 

@@ -13,7 +13,7 @@ from fake_storage import FakeStorage
 from gantry_agent.outputs import RunOutputs
 from gantry_agent.settings import SPOT_NOTICE_SECONDS, Settings
 from gantry_agent.sync import FolderSync, local_folder
-from launch_contract import RunSpec, sync_url
+from launch_contract import LAST_LINE_CHARS, RunSpec, sync_url
 
 IMAGE = "repo/project@sha256:abc"
 
@@ -172,3 +172,12 @@ def test_a_stats_file_elsewhere_is_copied_out_of_the_container(tmp_path):
     outputs.workdir = "/workspace"
     assert outputs.progress() == (7, {"step": 7, "reward": 1.5})
     assert docker.asked == ("gantry-run-r1-1", "/workspace/logs/metrics.json")
+
+
+def test_the_last_line_is_the_end_of_the_newest_non_empty_line_as_a_progress_bar_last_drew_it(tmp_path):
+    outputs = RunOutputs(command_spec(""), str(tmp_path), None, None, "", print)
+    outputs.saw("epoch 1:  10%|#  | 1/10\repoch 1:  90%|#########  | 9/10\n")
+    assert outputs.last_line == "epoch 1:  90%|#########  | 9/10" and outputs.last_line_at is not None
+    outputs.saw("   \n")  # blank: the line before stays the newest
+    outputs.saw("x" * 300 + "END\n")
+    assert outputs.last_line == ("x" * 300 + "END")[-LAST_LINE_CHARS:] and len(outputs.last_line) == LAST_LINE_CHARS
