@@ -59,6 +59,20 @@ DEFAULT_SYNC_SECONDS = 120  # how often the agent copies those folders to the bu
 # `gantry stop`: the agent sends the program SIGTERM (docker stop) and waits this long before SIGKILL; a Spot
 # preemption gives about 30 s. Then it copies the --sync folders to the bucket a last time.
 STOP_GRACE_SECONDS = 25
+# GCE gives a preempted Spot VM 30 s between ACPI G2 Soft Off and G3 Mechanical Off (cloud.google.com/compute/docs/
+# instances/spot, "Preemption process"); systemd stops the agent first (its unit is After=docker.service). A run with
+# --sync folders spends them on the program's grace, the final copy (cut off after SYNC_FINAL_SECONDS at a shutdown:
+# the copies every sync_seconds before hold what it leaves) and SHUTDOWN_MARGIN_SECONDS for docker and the agent.
+SPOT_NOTICE_SECONDS = 30
+SYNC_FINAL_SECONDS = 10
+SHUTDOWN_MARGIN_SECONDS = 5
+
+
+def sync_stop_grace(grace: float = STOP_GRACE_SECONDS, final: float = SYNC_FINAL_SECONDS) -> int:
+    """The program's grace when its node has --sync folders to copy last: what the Spot notice leaves (15 s)."""
+    return max(1, min(int(grace), int(SPOT_NOTICE_SECONDS - final - SHUTDOWN_MARGIN_SECONDS)))
+
+
 # Where a program's own stats (--stats FILE, a JSON object or JSON lines) say how far it is: the first of these keys
 # that holds a number is the report's step, so `gantry status` and the crash-loop rule see progress.
 STEP_KEYS = ("step", "iteration", "iter", "epoch", "global_step")

@@ -8,6 +8,8 @@ infra/modules/startup_script). No SSH, no public IP:
     launcher <--getGuestAttributes-- gantry/agent <--PUT (a few a minute)-- agent
     launcher <--getSerialPortOutput (port 2)-- /dev/ttyS1 <-- trainer output, agent events
     launcher <--fsspec-- gs://BUCKET/runs/RUN_ID/logs/node-N.log <--upload (every few s)-- the same (TPU VMs)
+    gs://BUCKET/runs/RUN_ID/sync/node-N/DIR <--restore, copies (every sync_seconds, at the end)--> host folder
+        mounted at WORKDIR/DIR (a launch's --sync folders: a program's own checkpoints outlive the node)
 
 On a Cloud TPU VM the launcher reaches the node through the Cloud TPU API, which has metadata and guest
 attributes but no serial port: there the agent also keeps the run's output in the run's bucket folder
@@ -23,7 +25,7 @@ gantry-contract: stdlib only, like this package, since both run on the VM's syst
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
-trainer checkpoints on SIGTERM), leaves a run that exited 0 on its own alone, and powers the VM off (stops
+trainer checkpoints on SIGTERM; 15 s with --sync folders, then their final copy), leaves a run that exited 0 on its own alone, and powers the VM off (stops
 the TPU node) after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of
 crash-looping; on a TPU VM up for GANTRY_MAX_RUN_HOURS it stops the trainer the same graceful way, then the node.
 A stop that fails (no permission, no network) is logged in one line naming the fix and tried again later.
@@ -35,7 +37,11 @@ The modules, in the order the loop uses them:
     metadata     the metadata server: the run spec in, the report out (rate-limited), the VM's token
     decide       the decision, pure: what the node observes -> the next memory and the actions (fake-clock tests)
     agent        the loop: observe, decide, act through the adapters below, report
-    containers   docker: pull, run (the contract's environment), stop, follow the output
+    containers   docker: pull, run (the contract's environment, a plain command, the --sync mounts), stop
+    outputs      what the agent keeps of a launch's program: its output (serial port, last line), its own stats
+                 file, its --sync folders' copies (on a timer, at the end, after a stop)
+    sync         one --sync folder and its copy in the bucket: restore, copy what changed
+    storage      the bucket: file://, or gs:// through the Cloud Storage JSON API (list, get, simple upload)
     console_log  a TPU VM's output in the run's bucket folder (Cloud TPU has no serial port API)
     power        stopping the bill: power the host off, or nodes:stop a TPU VM's own node
 """

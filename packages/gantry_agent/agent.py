@@ -15,13 +15,10 @@ import time
 from launch_contract import (
     ACTIVE_STATES,
     REPORT_KEY,
-    REPORTED_FIGURES,
-    STEP_KEY,
     Report,
     RunSpec,
     State,
     console_log_url,
-    newest_record,
 )
 
 from . import power
@@ -42,7 +39,9 @@ from .decide import (
     power_off_due,
 )
 from .metadata import Metadata, MetadataError, TokenBucket
+from .outputs import RunOutputs, copy_output
 from .settings import CRASH_LOOP_ENV, MAX_RUN_HOURS_ENV, TPU_ENV_ATTRIBUTE, Settings
+from .storage import StorageError
 
 
 class Agent:
@@ -65,6 +64,7 @@ class Agent:
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
+        self.outputs = None  # RunOutputs of the launch this agent holds: its last line, stats file, --sync folders
         self.on_tpu = False  # a Cloud TPU VM: its output also goes to the bucket, and it stops its node, not the host
         self.tpu_env = {}  # the tpu-env attribute's keys (parse_tpu_env): which node this is
         self.started = time.monotonic()  # the uptime's stand-in where the uptime file cannot be read
@@ -127,10 +127,14 @@ class Agent:
         """Observe, decide (``decide``), act."""
         spec, halted = self.spec, self.powered_off or self.out_of_time
         names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
+        statuses = {name: self.docker.status(name) for name in names}
+        outputs = self.outputs if self.outputs and self.outputs.container in statuses else None
+        if outputs:
+            outputs.observe(statuses[outputs.container][0], time.monotonic(), self.follower)
         observed = Observation(
-            spec=spec, now=time.monotonic(), statuses={name: self.docker.status(name) for name in names},
+            spec=spec, now=time.monotonic(), statuses=statuses,
             finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
-            step=self.step, halted=halted)
+            step=self.step, halted=halted, last_line=outputs.last_line if outputs else "")
         memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
         self.remember(memory)
         for action in actions:
@@ -175,9 +179,12 @@ class Agent:
                 self.docker.login(self.s.registry_host, self.metadata.token())
             self.docker.checked("pull", spec.image, timeout=1800)
             self.docker("rm", "-f", spec.container, timeout=60)
+            outputs = self.outputs_for(spec)
+            outputs.restore()  # the bucket's copy of the --sync folders, before the program looks for them
             self.docker.prepare_run_folder(self.run_folder(spec), spec.image)
-            self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s), timeout=300)
-        except (RuntimeError, MetadataError, OSError, subprocess.TimeoutExpired) as exc:
+            outputs.workdir = self.docker.workdir(spec.image)
+            self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s, outputs.workdir), timeout=300)
+        except (RuntimeError, MetadataError, StorageError, OSError, subprocess.TimeoutExpired) as exc:
             self.crashes += 1
             delay = backoff(self.crashes, self.s.restart_seconds)
             self.next_start = time.monotonic() + delay
@@ -191,14 +198,29 @@ class Agent:
         self.ensure_follower(spec.container, fresh=True)
         self.set_state(State.RUNNING, "")
 
-    def stop_container(self, name: str, why: str) -> None:
-        self.log(f"stopping {name} ({why}); the trainer checkpoints on SIGTERM")
+    def outputs_for(self, spec: RunSpec) -> RunOutputs:
+        if self.outputs is None or self.outputs.launch != spec.launch_id:
+            self.outputs = RunOutputs(spec, self.run_folder(spec), self.docker, self.metadata.token,
+                                      self.s.storage_url, self.log)
+        return self.outputs
+
+    def stop_container(self, name: str, why: str, shutdown: bool = False) -> None:
+        """SIGTERM, the grace, then the final copy of the --sync folders (at a shutdown, within the Spot notice)."""
+        outputs = self.outputs if self.outputs and self.outputs.container == name else None
+        syncing = bool(outputs and outputs.folders)
+        grace = self.s.stop_grace(syncing)
+        self.log(f"stopping {name} ({why}): SIGTERM (the program checkpoints), up to {grace} s to exit"
+                 + (", then the final copy of its --sync folders" if syncing else ""))
         self.set_state(State.STOPPING, why)
         self.publish()
         self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
-        self.docker("stop", "-t", str(self.s.stop_grace_seconds), name, timeout=self.s.stop_grace_seconds + 60)
+        begun = time.monotonic()
+        self.docker("stop", "-t", str(grace), name, timeout=grace + 60)
+        self.log(f"{name} stopped after {time.monotonic() - begun:.1f} s")
         if self.follower:
             self.follower.join(timeout=10)
+        if outputs:
+            outputs.final(time.monotonic() + self.s.sync_final_seconds if shutdown else None)
 
     def open_console(self, spec: RunSpec | None) -> None:
         """On a TPU VM, the run's output goes to the bucket too (ConsoleLog): the launcher has no serial port there.
@@ -213,6 +235,8 @@ class Agent:
 
     def ensure_follower(self, name: str, fresh: bool = False) -> None:
         self.open_console(self.spec)
+        if self.spec and self.spec.container == name:
+            self.outputs_for(self.spec)  # a container this agent adopted (it restarted): watched as its own
         if self.follower and self.follower.is_alive() and not fresh:
             return
         self.follower = threading.Thread(target=self.follow_output, args=(name,), daemon=True)
@@ -220,28 +244,16 @@ class Agent:
 
     def follow_output(self, name: str) -> None:
         """Copy the container's output to the serial port (`gantry logs` reads it from there)."""
-        process = self.docker.follow(name)
-        console = self.console
-        with open(self.s.serial, "a", encoding="utf-8", errors="replace") if _writable(self.s.serial) \
-                else open(os.devnull, "w") as serial:
-            for line in process.stdout:
-                serial.write(line)
-                serial.flush()
-                if console:
-                    console.write(line)
-        process.wait()
-        if console:
-            console.flush()
+        copy_output(self.docker.follow(name), self.s.serial, self.console, self.outputs)
 
     def read_progress(self) -> None:
-        """The step and headline figures from the newest record of the run's stats.jsonl (rank 0's node)."""
+        """The step and figures the program wrote (RunOutputs.progress): progress ends a crash loop."""
         if self.spec is None or self.spec.action != "start":
             return
-        record = newest_record(self.run_folder(self.spec))
-        if record is not None:
-            self.step = int(record[STEP_KEY])
+        step, self.figures = self.outputs_for(self.spec).progress() or (None, self.figures)
+        if step is not None:
+            self.step = step
             self.remember(after_progress(self.memory(), self.step))
-            self.figures = {key: record[key] for key in REPORTED_FIGURES if isinstance(record.get(key), (int, float))}
 
     # ---- state, reports, idling ----
     def set_state(self, state: State, detail: str) -> None:
@@ -254,9 +266,11 @@ class Agent:
             self.idle_since = time.monotonic()
 
     def report(self) -> Report:
-        spec = self.spec
+        spec, outputs = self.spec, self.outputs
         return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
-                      step=self.step, figures=self.figures, detail=self.detail)
+                      step=self.step, figures=self.figures, detail=self.detail,
+                      last_line=outputs.last_line if outputs else "",
+                      last_line_at=outputs.last_line_at if outputs else None)
 
     def publish(self, last_word: bool = False) -> None:
         """The report to the guest attribute, within GCE's rate limit (the token bucket); ``last_word`` (powering
@@ -346,7 +360,9 @@ class Agent:
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
         if self.container and self.docker.running(self.container):
-            self.stop_container(self.container, "the agent is stopping (shutdown or preemption)")
+            self.stop_container(self.container, "the agent is stopping (shutdown or preemption)", shutdown=True)
+        elif self.outputs:  # ended on its own: the copy of its end may still be under way
+            self.outputs.final(time.monotonic() + self.s.sync_final_seconds)
         self.log("agent stopped")
         if self.console:
             self.console.flush()
@@ -378,13 +394,4 @@ def parse_spec(raw, log) -> RunSpec | None:
     except ValueError as exc:
         log(f"ignoring an unusable run spec: {exc}")
         return None
-
-
-
-def _writable(path: str) -> bool:
-    try:
-        with open(path, "a"):
-            return True
-    except OSError:
-        return False
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-import urllib.parse
-import urllib.request
 
+from . import storage
 from .metadata import MetadataError
 
 
@@ -48,7 +47,7 @@ class ConsoleLog:
                 data = self._trimmed()
                 self._upload(data)
                 self.dirty, self.uploaded_at = False, time.monotonic()
-            except (OSError, ValueError, MetadataError) as exc:  # urllib's errors are OSErrors
+            except (OSError, storage.StorageError, MetadataError) as exc:
                 self.uploaded_at = time.monotonic()  # the next try waits its turn: no upload storm while offline
                 print(f"gantry-agent: could not upload the run's output to {self.url}: {exc}", flush=True)
 
@@ -63,25 +62,5 @@ class ConsoleLog:
         return data
 
     def _upload(self, data: bytes) -> None:
-        scheme, _, rest = self.url.partition("://")
-        if scheme == "file":  # a local bucket (tests, the node twin)
-            path = urllib.parse.unquote(rest)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "wb") as out:
-                out.write(data)
-            os.replace(path + ".tmp", path)
-            return
-        if scheme != "gs":
-            raise ValueError(f"cannot upload to {self.url} (gs:// or file://)")
-        # The JSON API's simple upload (objects.insert, cloud.google.com/storage/docs/json_api/v1/objects/insert): POST
-        # /upload/storage/v1/b/BUCKET/o?uploadType=media&name=OBJECT with the VM's token; the node's service
-        # account holds objectAdmin on the runs bucket (infra/iam.tf), which overwriting the object needs.
-        bucket, _, name = rest.partition("/")
-        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
-        request = urllib.request.Request(
-            f"{self.storage_url}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?{query}", data=data,
-            method="POST", headers={"Authorization": f"Bearer {self.token()}",
-                                    "Content-Type": "text/plain; charset=utf-8"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            response.read()
-
+        # overwriting the object needs objectAdmin, which the node's service account holds (infra/iam.tf)
+        storage.upload(self.url, data, self.token, self.storage_url, "text/plain; charset=utf-8", timeout=60)

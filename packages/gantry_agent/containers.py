@@ -1,12 +1,18 @@
 """The docker CLI on the node, and the `docker run` of a run spec: the contract's environment, GPUs, TPU devices,
-and torchrun's rendezvous when the launch runs your own program."""
+the --sync folders, and torchrun's rendezvous or a plain command when the launch runs your own program."""
 
 from __future__ import annotations
 
+import glob
 import os
+import posixpath
 import subprocess
 
 from launch_contract import (
+    GANTRY_GPUS_PER_NODE_ENV,
+    GANTRY_NODE_IPS_ENV,
+    GANTRY_NODE_RANK_ENV,
+    GANTRY_NUM_NODES_ENV,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     NNODES_ENV,
@@ -16,10 +22,12 @@ from launch_contract import (
     RUN_DIR_ENV,
     STAGING,
     STAGING_ENV,
+    SYNC_FOLDER,
     RunSpec,
 )
 
 from .settings import Settings
+from .sync import local_folder
 
 
 class Docker:
@@ -72,6 +80,27 @@ class Docker:
                     os.chown(path, int(uid), int(gid or uid))
         else:
             os.chmod(folder, 0o1777)
+            for root, dirs, files in os.walk(os.path.join(folder, SYNC_FOLDER)):  # restored files it rewrites
+                for path in [root, *(os.path.join(root, n) for n in dirs)]:
+                    os.chmod(path, 0o777)
+                for name in files:
+                    os.chmod(os.path.join(root, name), 0o666)
+
+    def workdir(self, image: str) -> str:
+        """The image's WORKDIR, where its program runs ("/" when it declares none)."""
+        result = self("image", "inspect", "--format", "{{.Config.WorkingDir}}", image, timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"docker image inspect failed: {(result.stderr or result.stdout).strip()[-300:]}")
+        return result.stdout.strip() or "/"
+
+    def copy_out(self, name: str, path: str) -> bytes | None:
+        """`docker cp NAME:PATH -`: the file as a tar archive (running or exited container alike); None if absent."""
+        try:
+            result = subprocess.run([*self.command, "cp", f"{name}:{path}", "-"], capture_output=True, timeout=60,
+                                    check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout if result.returncode == 0 else None
 
     def follow(self, name: str) -> subprocess.Popen:
         """`docker logs -f`: the container's output so far, then as it comes, until it ends."""
@@ -89,16 +118,29 @@ class Docker:
 TPU_RUN_ARGS = ["--privileged", "--user", "0:0", "--ulimit", "memlock=-1:-1"]
 
 
-def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
+def gpus_on_node(dev_dir: str) -> int:
+    """The node's NVIDIA GPUs: its /dev/nvidia0, /dev/nvidia1, ... (the driver's device nodes; `--gpus all` passes
+    every one of them to the container)."""
+    return len(glob.glob(os.path.join(dev_dir, "nvidia[0-9]*")))
+
+
+def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = "/") -> list[str]:
+    """`docker run` of the spec: ``workdir`` is the image's WORKDIR (Docker.workdir), where the --sync folders go."""
     env = {NNODES_ENV: spec.nnodes, NODE_RANK_ENV: spec.node_rank, MASTER_ADDR_ENV: spec.master_addr,
            MASTER_PORT_ENV: spec.master_port,
-           STAGING_ENV: STAGING}  # the bucket mirror's local copy survives container restarts
+           STAGING_ENV: STAGING,  # the bucket mirror's local copy survives container restarts
+           GANTRY_NODE_RANK_ENV: spec.node_rank, GANTRY_NUM_NODES_ENV: spec.nnodes,
+           GANTRY_GPUS_PER_NODE_ENV: gpus_on_node(s.dev_dir) if spec.gpu else 0}
+    if spec.node_addrs:
+        env[GANTRY_NODE_IPS_ENV] = ",".join(spec.node_addrs)
     if spec.nproc_per_node:
         env[NPROC_PER_NODE_ENV] = spec.nproc_per_node
     if spec.run_dir:
         env[RUN_DIR_ENV] = spec.run_dir
     args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", s.shm_size,
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
+    for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket
+        args += ["-v", f"{local_folder(run_folder, folder)}:{posixpath.join(workdir, folder)}"]
     if spec.gpu:
         args += ["--gpus", "all"]
     if spec.tpu:
@@ -108,6 +150,8 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings) -> list[str]:
         args += ["-e", f"{key}={value}"]
     if spec.torchrun:  # whatever the image's entry point is: the rendezvous is the agent's to wire
         return [*args, "--entrypoint", "torchrun", spec.image, *torchrun_args(spec)]
+    if spec.command:  # the args as given, in the image's WORKDIR, without its ENTRYPOINT
+        return [*args, "--entrypoint", "", spec.image, *spec.args]
     return [*args, spec.image, *spec.args]
 
 

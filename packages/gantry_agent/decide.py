@@ -42,6 +42,7 @@ class Observation:
     finished: bool = False  # the spec's launch already finished on this node (finished-launches.json)
     step: int | None = None  # the run's newest training step
     halted: bool = False  # powered off or past max_run_hours: nothing may start
+    last_line: str = ""  # the newest line the program printed (what a crash's report names)
 
     def status(self, name: str | None) -> tuple:
         return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
@@ -118,8 +119,10 @@ def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes
         m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
         if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
             m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+        # `exited 127: sh: 1: pythn: not found`: what `gantry status` shows of a program that failed
+        why = f"exited {code}: {o.last_line}" if o.last_line else f"trainer exited with code {code}"
         actions += [Log(f"trainer exited with code {code}; restart {crashes} in {delay:.0f} s"),
-                    SetState(State.RESTARTING, f"trainer exited with code {code}")]
+                    SetState(State.RESTARTING, why)]
     if o.now < m.next_start:
         return m, actions
     # Not running: never started, crashed, or left over from before a reboot or preemption.

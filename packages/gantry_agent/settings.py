@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from launch_contract import NAMESPACE, RUN_KEY, STOP_GRACE_SECONDS
+from launch_contract import NAMESPACE, RUN_KEY, STOP_GRACE_SECONDS, SYNC_FINAL_SECONDS, sync_stop_grace
 
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
@@ -66,8 +66,19 @@ class Settings:
         # How long one wait_for_change request hangs: also how soon a crashed trainer is noticed.
         self.watch_seconds = float(get("GANTRY_AGENT_WATCH_SECONDS", "30"))
         self.stop_grace_seconds = int(get("GANTRY_AGENT_STOP_GRACE_SECONDS", str(STOP_GRACE_SECONDS)))
+        # At a shutdown, the final copy of a run's --sync folders stops after this long (what it leaves, the copies
+        # every sync_seconds before hold); their program's grace is cut to what the Spot notice has left.
+        self.sync_final_seconds = float(get("GANTRY_AGENT_SYNC_FINAL_SECONDS", str(SYNC_FINAL_SECONDS)))
+        self.dev_dir = get("GANTRY_AGENT_DEV_DIR", "/dev")  # where the node's /dev/nvidiaN are: its GPU count
         self.restart_seconds = float(get("GANTRY_AGENT_RESTART_SECONDS", "10"))  # first crash-restart delay
         self.heartbeat_seconds = float(get("GANTRY_AGENT_HEARTBEAT_SECONDS", "60"))
         # Guest attributes are rate limited by GCE: a token bucket keeps writes to a few a minute.
         self.reports_per_minute = float(get("GANTRY_AGENT_REPORTS_PER_MINUTE", "4"))
         self.report_burst = int(get("GANTRY_AGENT_REPORT_BURST", "2"))
+
+    def stop_grace(self, syncing: bool) -> int:
+        """`docker stop -t` for a container: stop_grace_seconds, or with --sync folders what a Spot notice leaves
+        besides the final copy (launch_contract.sync_stop_grace: 15 s by default)."""
+        if not syncing:
+            return self.stop_grace_seconds
+        return sync_stop_grace(self.stop_grace_seconds, self.sync_final_seconds)

@@ -6,13 +6,19 @@ The node agent calls it exactly as it calls docker (GANTRY_AGENT_DOCKER points h
     pull IMAGE                            records; fails for an image whose name contains "missing"
     run -d --name N [-e K=V] [-v H:C] ... IMAGE ARGS...
                                           starts FAKE_DOCKER_ENTRYPOINT ARGS (default: python -m selfplay
-                                          launch ARGS), or with --entrypoint P this venv's P ARGS, as a
-                                          process in its own session, output to a log; -e values under a
-                                          container path of -v are moved to the host path; --gpus and
-                                          --privileged are recorded; a flag docker_run_args never passes is
-                                          refused (RUN_FLAGS)
+                                          launch ARGS), with --entrypoint P this venv's P ARGS, or with
+                                          --entrypoint "" ARGS alone (the command as given), as a process
+                                          in its own session, output to a log; -e values under a container
+                                          path of -v are moved to the host path; --gpus and --privileged are
+                                          recorded; a flag docker_run_args never passes is refused (RUN_FLAGS).
+                                          With FAKE_DOCKER_IMAGE_WORKDIR (the image's WORKDIR) the process
+                                          runs in a host folder standing in for it, N.workdir, where each -v
+                                          mounted below the WORKDIR is a link to its host folder
     inspect --format F N                  "STATUS EXITCODE" (running | exited), exit 1 if no such container
-    image inspect --format F IMAGE        FAKE_DOCKER_IMAGE_USER (the image's USER; default: none, i.e. root)
+    image inspect --format F IMAGE        {{.Config.User}}: FAKE_DOCKER_IMAGE_USER (the image's USER; default:
+                                          none, i.e. root); {{.Config.WorkingDir}}: FAKE_DOCKER_IMAGE_WORKDIR
+                                          (default: none, i.e. /)
+    cp N:PATH -                           the file at PATH (under a -v, or the WORKDIR) as a tar archive
     logs -f N                             the output so far, then follows it until the process ends
     stop -t T N                           SIGTERM, SIGKILL after T seconds
     rm -f N                               kills and forgets
@@ -26,9 +32,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -105,12 +113,26 @@ def cmd_run(argv: list[str]) -> int:
         for container, host in volumes.items():
             if val == container or val.startswith(container + "/"):
                 env[key] = host + val[len(container):]
-    if "--entrypoint" in flags:  # the agent's own program (torchrun): from this venv, as the image has it on PATH
+    if flags.get("--entrypoint") == "":  # the image's entry point cleared: the arguments are the command
+        entry = []
+    elif "--entrypoint" in flags:  # the agent's own program (torchrun): from this venv, as the image has it on PATH
         entry = [str(Path(sys.executable).parent / flags["--entrypoint"])]
     else:  # the image's entry point
         entry = shlex.split(os.environ.get("FAKE_DOCKER_ENTRYPOINT", "")) or [sys.executable, "-m", "selfplay", "launch"]
+    workdir = os.environ.get("FAKE_DOCKER_IMAGE_WORKDIR", "")
+    cwd = STATE
+    if workdir:  # the image's WORKDIR, on this host: a folder of its own with the mounts below it linked in
+        cwd = STATE / f"{name}.workdir"
+        shutil.rmtree(cwd, ignore_errors=True)
+        cwd.mkdir()
+        for container, host in volumes.items():
+            if container.startswith(workdir.rstrip("/") + "/"):
+                link = cwd / container[len(workdir.rstrip("/")) + 1:]
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(host)
     save(name, {"name": name, "image": image, "command": [*entry, *args], "env": env, "status": "running",
-                "gpus": flags.get("--gpus"), "privileged": "--privileged" in flags})
+                "gpus": flags.get("--gpus"), "privileged": "--privileged" in flags, "entrypoint": flags.get(
+                    "--entrypoint"), "volumes": volumes, "workdir": workdir, "cwd": str(cwd)})
     supervisor = subprocess.Popen([sys.executable, __file__, "_supervise", name], start_new_session=True,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     data = record(name)
@@ -123,8 +145,14 @@ def cmd_run(argv: list[str]) -> int:
 def cmd_supervise(name: str) -> int:
     data = record(name)
     with open(STATE / f"{name}.log", "a") as log:
-        child = subprocess.Popen(data["command"], env={**os.environ, **data["env"]}, stdout=log,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=STATE)
+        try:
+            child = subprocess.Popen(data["command"], env={**os.environ, **data["env"]}, stdout=log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=data["cwd"])
+        except OSError as exc:  # no such program: docker's own message and exit code
+            log.write(f"docker: Error response from daemon: failed to create task: exec: {exc}\n")
+            data.update(status="exited", exit_code=127)
+            save(name, data)
+            return 0
         data = record(name)
         data["pid"] = child.pid
         data.setdefault("supervisor", os.getpid())
@@ -192,6 +220,25 @@ def cmd_stop(seconds: int, name: str) -> int:
     return 0
 
 
+def cmd_cp(source: str) -> int:
+    """`docker cp N:PATH -`: the file as a tar archive on stdout, as docker writes it."""
+    name, _, path = source.partition(":")
+    data = record(name)
+    host = None
+    if data is not None:
+        mounts = {**({data["workdir"]: data["cwd"]} if data.get("workdir") else {}), **data.get("volumes", {})}
+        for container in sorted(mounts, key=len, reverse=True):
+            if path == container or path.startswith(container.rstrip("/") + "/"):
+                host = Path(mounts[container] + path[len(container.rstrip("/")):])
+                break
+    if host is None or not host.is_file():
+        print(f"Error response from daemon: Could not find the file {path} in container {name}", file=sys.stderr)
+        return 1
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
+        tar.add(host.resolve(), arcname=os.path.basename(path))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     STATE.mkdir(parents=True, exist_ok=True)
     if argv and argv[0] != "_supervise":
@@ -219,8 +266,11 @@ def main(argv: list[str]) -> int:
         print(f"{state} {code}")
         return 0
     if verb == "image" and rest[:1] == ["inspect"]:
-        print(os.environ.get("FAKE_DOCKER_IMAGE_USER", ""))
+        fmt = rest[rest.index("--format") + 1] if "--format" in rest else ""
+        print(os.environ.get("FAKE_DOCKER_IMAGE_WORKDIR" if "WorkingDir" in fmt else "FAKE_DOCKER_IMAGE_USER", ""))
         return 0
+    if verb == "cp":
+        return cmd_cp(rest[0])
     if verb == "logs":
         return cmd_logs(rest[-1])
     if verb == "stop":

@@ -18,12 +18,14 @@ def docker(state: Path, *args: str) -> subprocess.CompletedProcess:
                           "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("kind", ["cpu", "gpu", "tpu", "torchrun"])
+@pytest.mark.parametrize("kind", ["cpu", "gpu", "tpu", "torchrun", "command"])
 def test_every_flag_of_the_agents_docker_run_is_understood(tmp_path, kind):
+    program = {"torchrun": ("-m", "this"), "command": ("sleep", "30")}.get(kind, ("--run.max_steps=0",))
     run = RunSpec(run_id="r1", image="repo/img@sha256:abc", node_rank=0, nnodes=1, master_addr="127.0.0.1",
-                  gpu=kind == "gpu", tpu=kind == "tpu", torchrun=kind == "torchrun",
-                  args=("-m", "this") if kind == "torchrun" else ("--run.max_steps=0",))
-    args = docker_run_args(run, str(tmp_path / "runs"), Settings({"GANTRY_AGENT_DOCKER_RUN_ARGS": "-v /b:/b"}))
+                  gpu=kind == "gpu", tpu=kind == "tpu", torchrun=kind == "torchrun", command=kind == "command",
+                  args=program, sync=("ckpt",) if kind == "command" else ())
+    args = docker_run_args(run, str(tmp_path / "runs"), Settings({"GANTRY_AGENT_DOCKER_RUN_ARGS": "-v /b:/b"}),
+                           workdir="/workspace")
     try:
         result = docker(tmp_path, *args)
         assert result.returncode == 0, result.stderr
@@ -34,6 +36,9 @@ def test_every_flag_of_the_agents_docker_run_is_understood(tmp_path, kind):
     assert container["privileged"] is (kind == "tpu")
     if kind == "torchrun":  # --entrypoint torchrun replaces the image's entry point
         assert Path(container["command"][0]).name == "torchrun" and container["command"][-2:] == ["-m", "this"]
+    elif kind == "command":  # --entrypoint "": the arguments alone, as given
+        assert container["command"] == ["sleep", "30"] and container["entrypoint"] == ""
+        assert container["volumes"]["/workspace/ckpt"] == str(tmp_path / "runs" / "sync" / "ckpt")
     else:
         assert container["command"][1:4] == ["-m", "selfplay", "launch"] and container["command"][-1] == args[-1]
 

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from launch_contract import DONE_STATES, STOP_GRACE_SECONDS, State
+from launch_contract import DONE_STATES, SPOT_NOTICE_SECONDS, STOP_GRACE_SECONDS, State, sync_stop_grace
 
 from gantry import config, nodes
 from gantry.errors import GantryError
@@ -17,7 +17,8 @@ HELP = ("stop the run on every node after a final checkpoint to the bucket (VMs 
         "too)")
 DESCRIPTION = f"""\
 Set action=stop in every node's run spec. Each agent sends the program SIGTERM (`docker stop`) and waits
-{STOP_GRACE_SECONDS} s for it to exit (then SIGKILL); the trainer writes a final checkpoint to the bucket in that
+{STOP_GRACE_SECONDS} s for it to exit (then SIGKILL; {sync_stop_grace()} s when the run has --sync folders, so that the grace
+and their last copy fit in a Spot VM's {SPOT_NOTICE_SECONDS} s); the trainer writes a final checkpoint to the bucket in that
 time and exits. Then the agent copies the run's --sync folders to the bucket a last time, and the node reports
 stopped. `make run-gcp ARGS="--resume RUN_ID"` continues from that checkpoint. The VMs keep running
 (and billing) until the agent's idle shutdown powers them off or `make destroy`. A Cloud TPU VM

@@ -1,0 +1,195 @@
+"""What the agent keeps of a launch's program beyond its container: the newest line it printed, its own stats file
+(RunSpec.stats_file) and its --sync folders in the bucket (sync.py), copied every sync_seconds while it runs, when
+it ends and when it is stopped. One object per launch, so what was copied is remembered across its restarts."""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import tarfile
+import threading
+import time
+
+from launch_contract import (
+    LAST_LINE_CHARS,
+    REPORTED_FIGURES,
+    STEP_KEY,
+    RunSpec,
+    newest_record,
+    stats_figures,
+    sync_url,
+)
+
+from .metadata import MetadataError
+from .storage import StorageError
+from .sync import FolderSync, local_folder
+
+STATS_TAIL = 64 * 1024  # bytes of a stats file read: its newest records (a JSON object file is read whole below it)
+
+
+class RunOutputs:
+    def __init__(self, spec: RunSpec, run_folder: str, docker, token, storage_url: str, log):
+        self.spec, self.run_folder, self.docker, self.log = spec, run_folder, docker, log
+        self.launch, self.container = spec.launch_id, spec.container
+        self.workdir = None  # the image's WORKDIR (Docker.workdir), where the program runs: start_container sets it
+        self.folders = [FolderSync(local_folder(run_folder, folder), sync_url(spec.run_dir, spec.node_rank, folder),
+                                   token, storage_url) for folder in spec.sync] if spec.run_dir else []
+        if spec.sync and not spec.run_dir:
+            log(f"run {spec.run_id} has no run directory: its --sync folders stay on this node")
+        self.lock = threading.Lock()  # one copy at a time: a restore, a copy on the timer, the final one
+        self.pusher: threading.Thread | None = None
+        self.next_push, self.was_running = 0.0, False
+        self.last_line, self.last_line_at = "", None
+
+    # ---- the program's output ----
+    def saw(self, line: str) -> None:
+        """A line the program printed (the output follower): the newest non-empty one is the report's last_line."""
+        text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
+        if text:
+            self.last_line, self.last_line_at = text[-LAST_LINE_CHARS:], int(time.time())
+
+    def progress(self) -> tuple[int | None, dict] | None:
+        """(step, figures) the program wrote, or None when it wrote none (yet): the numbers of its own stats file
+        (stats_file: stats_figures), else the newest record of the run's stats.jsonl (selfplay, a torchrun program;
+        rank 0's node) and its REPORTED_FIGURES. A stats file is read on the host when it lies in a --sync folder,
+        else copied out of the container (docker cp)."""
+        name = self.spec.stats_file
+        if not name:
+            record = newest_record(self.run_folder)
+            if record is None:
+                return None
+            return int(record[STEP_KEY]), {k: record[k] for k in REPORTED_FIGURES
+                                           if isinstance(record.get(k), (int, float))}
+        for folder in self.spec.sync:
+            if name.startswith(folder + "/"):
+                text = _tail(os.path.join(local_folder(self.run_folder, folder), name[len(folder) + 1:]))
+                break
+        else:
+            if self.workdir is None:  # a container this agent adopted after a restart
+                try:
+                    self.workdir = self.docker.workdir(self.spec.image)
+                except RuntimeError:
+                    return None
+            text = _tar_member(self.docker.copy_out(self.container, posixpath.join(self.workdir, name)))
+        return stats_figures(text) if text else None
+
+    # ---- the --sync folders ----
+    def restore(self) -> None:
+        """Put the bucket's copies back before the container starts. A bucket that cannot be read fails the start
+        (StorageError, tried again after the backoff): a program started without its checkpoints would begin again
+        and, at its first copy, overwrite the bucket's with its new ones."""
+        for folder in self.spec.sync:  # mounted even when not copied: docker would make a missing one root's
+            os.makedirs(local_folder(self.run_folder, folder), exist_ok=True)
+        with self.lock:
+            for folder in self.folders:
+                written = folder.restore()
+                if written:
+                    self.log(f"restored {written} files from {folder.url} to {folder.local}")
+        self.next_push = time.monotonic() + self.spec.sync_seconds
+
+    def observe(self, status: str, now: float, follower: threading.Thread | None = None) -> None:
+        """Each loop, with docker's status of the container: a copy every sync_seconds while it runs, and one when it
+        has ended on its own (exit 0 or not). An ended container's output follower is let finish first, so its last
+        line is in before the agent names it (`exited 127: sh: 1: pythn: not found`)."""
+        if status != "running" and follower:
+            follower.join(timeout=5)
+        if not self.folders:
+            return
+        if status == "running":
+            self.was_running = True
+            if now >= self.next_push:
+                self.push_soon(f"every {self.spec.sync_seconds} s")
+        elif self.was_running:
+            self.was_running = False
+            self.push_soon("the program ended")
+
+    def push_soon(self, why: str) -> None:
+        """A copy in the background: a large checkpoint's upload must not hold up the loop (reports, a stop)."""
+        if self.pusher and self.pusher.is_alive():
+            return  # the copy under way takes what changed; the next turn takes the rest
+        self.next_push = time.monotonic() + self.spec.sync_seconds
+        self.pusher = threading.Thread(target=self.push, args=(why,), daemon=True)
+        self.pusher.start()
+
+    def push(self, why: str, deadline: float | None = None) -> None:
+        """Copy what changed in each folder. A refusal is one line, and the folder is tried again at the next turn:
+        a copy never ends the run."""
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self.lock.acquire(timeout=wait):
+            self.log(f"no {why} of the --sync folders: an earlier copy is still under way")
+            return
+        try:
+            for folder in self.folders:
+                try:
+                    copied, left = folder.push(deadline)
+                except (StorageError, MetadataError, OSError) as exc:
+                    self.log(f"could not copy {folder.local} to {folder.url} ({why}): {exc}; "
+                             f"trying again in {self.spec.sync_seconds} s")
+                    continue
+                if copied or left:
+                    self.log(f"copied {copied} files from {folder.local} to {folder.url} ({why})"
+                             + (f"; {left} not copied: out of time" if left else ""))
+        finally:
+            self.lock.release()
+
+    def final(self, deadline: float | None = None) -> None:
+        """The copy after a stop: waits for a copy under way, then copies what changed since; at a shutdown (Spot
+        preemption) only until ``deadline`` (monotonic)."""
+        self.was_running = False
+        if not self.folders:
+            return
+        started = time.monotonic()
+        if self.pusher:
+            self.pusher.join(None if deadline is None else max(0.0, deadline - started))
+        self.push("final copy", deadline)
+        self.log(f"final copy of the --sync folders done in {time.monotonic() - started:.1f} s")
+
+
+def copy_output(process, serial_path: str, console, outputs: RunOutputs | None) -> None:
+    """A container's output (`docker logs -f`) to the serial port (`gantry logs` reads it there), to the bucket's
+    console log on a TPU VM, and to the outputs' last line, until the container ends."""
+    with open(serial_path, "a", encoding="utf-8", errors="replace") if _writable(serial_path) \
+            else open(os.devnull, "w") as serial:
+        for line in process.stdout:
+            serial.write(line)
+            serial.flush()
+            if console:
+                console.write(line)
+            if outputs:
+                outputs.saw(line)
+    process.wait()
+    if console:
+        console.flush()
+
+
+def _writable(path: str) -> bool:
+    try:
+        with open(path, "a"):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as stats:
+            stats.seek(0, os.SEEK_END)
+            stats.seek(max(0, stats.tell() - STATS_TAIL))
+            return stats.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _tar_member(archive: bytes | None) -> str:
+    """The first file of the tar archive `docker cp CONTAINER:PATH -` writes (its end, STATS_TAIL)."""
+    if not archive:
+        return ""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            for member in tar:
+                if member.isfile():
+                    return tar.extractfile(member).read()[-STATS_TAIL:].decode("utf-8", "replace")
+    except (tarfile.TarError, OSError):
+        pass
+    return ""

@@ -1,0 +1,160 @@
+"""A launch that runs any command (RunSpec.command) with --sync folders and its own stats file: the agent's
+`docker run`, its decision when the command fails, and the agent process end to end against fake_metadata and
+fake_docker (a file:// bucket)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+from agent_helpers import HERE, Node, spec, wait_until
+from fake_metadata import FakeMetadata
+from gantry_agent.containers import docker_run_args
+from gantry_agent.decide import Memory, Observation, SetState, decide
+from gantry_agent.settings import Settings
+from launch_contract import RUN_KEY, RunSpec, State, sync_url
+
+WORKDIR = "/workspace"
+PROGRAM = HERE / "stub_program.py"
+
+
+def command_spec(**extra) -> RunSpec:
+    return RunSpec(**{"run_id": "r1", "image": "repo/project@sha256:abc", "node_rank": 1, "nnodes": 2,
+                      "master_addr": "10.0.0.2", "command": True, "args": ("python", "scripts/train.py", "--gpus",
+                                                                           "all"), **extra})
+
+
+def env_of(args: list[str]) -> dict[str, str]:
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-e")
+
+
+def test_a_command_runs_as_given_without_the_images_entry_point_with_the_gantry_names(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"):  # four GPUs, two others
+        (dev / name).touch()
+    settings = Settings({"GANTRY_AGENT_DEV_DIR": str(dev)})
+    run = command_spec(gpu=True, node_addrs=("10.0.0.2", "10.0.0.3"), sync=("checkpoints", "out/logs"))
+    args = docker_run_args(run, "/var/lib/gantry/runs/r1", settings, workdir=WORKDIR)
+    image = args.index(run.image)
+    assert args[image - 2:] == ["--entrypoint", "", run.image, "python", "scripts/train.py", "--gpus", "all"]
+    assert args[args.index("--gpus") + 1] == "all"
+    env = env_of(args)
+    assert (env["GANTRY_NODE_RANK"], env["GANTRY_NUM_NODES"], env["GANTRY_GPUS_PER_NODE"]) == ("1", "2", "4")
+    assert env["GANTRY_NODE_IPS"] == "10.0.0.2,10.0.0.3" and env["NODE_RANK"] == "1"  # torchrun's names stay
+    mounts = [args[i + 1] for i, a in enumerate(args) if a == "-v"]
+    assert mounts == ["/var/lib/gantry/runs/r1:/runs", "/var/lib/gantry/runs/r1/sync/checkpoints:/workspace/checkpoints",
+                      "/var/lib/gantry/runs/r1/sync/out/logs:/workspace/out/logs"]
+    # an image without a WORKDIR runs in /; a CPU node has no GPUs; one node's IPs may be unknown (absent)
+    cpu = docker_run_args(command_spec(sync=("ckpt",)), "/runs-r1", settings)
+    assert "/runs-r1/sync/ckpt:/ckpt" in cpu and env_of(cpu)["GANTRY_GPUS_PER_NODE"] == "0"
+    assert "GANTRY_NODE_IPS" not in env_of(cpu)
+
+
+@pytest.mark.parametrize("kind", ["selfplay", "torchrun"])
+def test_every_container_gets_the_gantry_names(tmp_path, kind):
+    run = RunSpec(run_id="r1", image="i@sha256:abc", node_rank=0, nnodes=1, master_addr="10.0.0.2",
+                  torchrun=kind == "torchrun", args=("-m", "x") if kind == "torchrun" else ())
+    args = docker_run_args(run, str(tmp_path), Settings({"GANTRY_AGENT_DEV_DIR": str(tmp_path)}))
+    assert env_of(args) | {"GANTRY_NODE_RANK": "0", "GANTRY_NUM_NODES": "1", "GANTRY_GPUS_PER_NODE": "0"} == \
+        env_of(args)
+    assert '""' not in args and ("--entrypoint" in args) == (kind == "torchrun")
+
+
+def test_a_command_that_fails_is_reported_with_its_exit_code_and_last_line():
+    run = command_spec()
+    memory = Memory(seen_running=frozenset({run.container}), container=run.container, launch=run.launch_id)
+    observed = Observation(spec=run, now=10.0, statuses={run.container: ("exited", 127)},
+                           last_line="sh: 1: pythn: not found")
+    memory, actions = decide(memory, observed, restart_seconds=10.0, crash_loop_minutes=30.0)
+    assert SetState(State.RESTARTING, "exited 127: sh: 1: pythn: not found") in actions
+    assert memory.loop_since == 10.0  # the crash-loop clock runs: the node powers off unless a step comes
+
+
+# ---- the agent process ----
+@pytest.fixture
+def metadata():
+    with FakeMetadata() as server:
+        yield server
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+    yield started
+    for node in started:
+        node.stop(timeout=60)
+        node.kill_containers()
+
+
+def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_copied_until_it_stops(tmp_path, metadata,
+                                                                                                    nodes):
+    bucket = tmp_path / "bucket"
+    run_dir = f"file://{bucket}/runs/r5"
+    copied = bucket / "runs" / "r5" / "sync" / "node-0" / "ckpt"
+    assert sync_url(run_dir, 0, "ckpt") == f"file://{copied}"
+    copied.mkdir(parents=True)
+    (copied / "step-40.txt").write_text("step 40\n")  # what the node wrote before its preemption
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STOP_GRACE_SECONDS="20")
+    nodes.append(node.start())
+    run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
+           "sync_seconds": 1, "stats_file": "metrics.json", "node_addrs": ["127.0.0.1"]}
+    metadata.set_attribute(RUN_KEY, spec("r5", **run))
+    report = wait_until(lambda: (node.report().get("step") or 0) > 42 and node.report(), what="the program's step")
+    assert report["state"] == "running" and "resumed from step 40" in node.output()  # restored before it started
+    assert report["figures"]["iteration"] == report["step"] and set(report["figures"]) == {"iteration", "loss", "lr"}
+    assert report["last_line"].startswith("iteration ") and abs(report["last_line_at"] - time.time()) < 30
+    assert "GANTRY_NODE_IPS=127.0.0.1 GANTRY_NODE_RANK=0 GANTRY_NUM_NODES=1" in node.output()
+    (docker_run,) = node.docker_calls("run")
+    assert docker_run[docker_run.index("--entrypoint") + 1] == ""
+    assert f"{node.root}/var/runs/r5/sync/ckpt:{WORKDIR}/ckpt" in docker_run
+    wait_until((copied / "step-45.txt").exists, what="a copy while the program runs")  # every second
+    assert node.docker_calls("cp")[0][1] == f"gantry-run-r5-0:{WORKDIR}/metrics.json"  # the stats, out of it
+
+    metadata.set_attribute(RUN_KEY, spec("r5", action="stop", **run))
+    wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
+    assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "15"]  # the grace, cut for the final copy
+    assert (copied / "final.txt").read_text().startswith("stopped at step ")  # written at SIGTERM, then copied
+    log = node.agent_output()
+    order = ["stopping gantry-run-r5-0 (the run spec says stop): SIGTERM (the program checkpoints), up to 15 s to exit",
+             "gantry-run-r5-0 stopped after", "(final copy)", "final copy of the --sync folders done in",
+             "state stopped: run r5 stopped"]
+    assert [log.index(line) for line in order] == sorted(log.index(line) for line in order), log
+
+
+def test_a_command_that_fails_at_once_is_reported_with_its_last_line_and_not_restarted_forever(tmp_path, metadata,
+                                                                                                nodes):
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR,
+                GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")  # 3 s
+    nodes.append(node.start())
+    metadata.set_attribute(RUN_KEY, spec("r6", command=True, args=["sh", "-c", "pythn scripts/train.py"]))
+    wait_until(lambda: node.report().get("detail") == "exited 127: sh: 1: pythn: not found",
+               what="the exit code and the last line in the report")
+    wait_until(node.poweroff_marker.exists, timeout=40, what="the crash-loop power-off")
+    runs = len(node.docker_calls("run"))
+    assert 2 <= runs <= 8, f"{runs} starts in the crash-loop window"  # restarted with a backoff, then off
+    time.sleep(2)  # two of the agent's loops
+    assert len(node.docker_calls("run")) == runs, "a powered-off node starts nothing more"
+    assert node.report()["state"] == "powering-off" and "crash-looping" in node.report()["detail"]
+    assert node.report()["last_line"] == "sh: 1: pythn: not found"
+
+
+def test_at_preemption_the_agent_stops_the_command_then_copies_its_folder_within_the_spot_notice(tmp_path,
+                                                                                                 metadata, nodes):
+    bucket = tmp_path / "bucket"
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR)
+    nodes.append(node.start())
+    run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": f"file://{bucket}/runs/r7",
+           "sync": ["ckpt"], "sync_seconds": 3600}  # no copy on the timer: the final copy alone
+    metadata.set_attribute(RUN_KEY, spec("r7", **run))
+    wait_until(lambda: "iteration 3" in node.output(), what="the program running")
+    begun = time.monotonic()
+    assert node.stop() == 0  # SIGTERM to the agent: what systemd sends at a shutdown or a Spot preemption
+    took = time.monotonic() - begun
+    copied = bucket / "runs" / "r7" / "sync" / "node-0" / "ckpt"
+    assert (copied / "final.txt").exists() and (copied / "step-3.txt").exists()
+    assert took < 30, f"the stop path took {took:.1f} s of the Spot VM's 30"
+    assert "the agent is stopping (shutdown or preemption)" in node.agent_output()
+    print(json.dumps({"stop path (SIGTERM to the agent's exit)": f"{took:.2f} s"}))
