@@ -12,9 +12,8 @@ import time
 from fake_storage import FakeStorage
 from gantry_agent.outputs import RunOutputs
 from gantry_agent.settings import Settings
-from launch_contract import SPOT_NOTICE_SECONDS
 from gantry_agent.sync import FolderSync, local_folder
-from launch_contract import LAST_LINE_CHARS, RunSpec, sync_url
+from launch_contract import LAST_LINE_CHARS, SPOT_NOTICE_SECONDS, RunSpec, sync_url
 
 IMAGE = "repo/project@sha256:abc"
 
