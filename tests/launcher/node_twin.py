@@ -226,6 +226,7 @@ class TwinDeployment:
 # ---- the README's cloud walkthrough, as the twin runs it ----------------------------------------------------------
 
 WALKTHROUGH_MARK = "<!-- walkthrough: the node twin runs this block -->"
+OWN_PROJECT_MARK = "<!-- own project: the node twin runs this block -->"
 # What only Google answers: the twin's deployment is `make apply`'s terraform outputs, not a tfvars file that `make
 # cost` prices; preflight asks Google's quotas and destroy Google's inventory. tests/launcher/test_launcher_cost.py,
 # test_launcher_preflight*.py and test_launcher_destroy.py prove those verbs against the same stand-ins.
@@ -248,16 +249,17 @@ def make_target_verbs() -> dict[str, str]:
     return verbs
 
 
-def readme_walkthrough() -> list[tuple[str, list[str]]]:
-    """The walkthrough block of README.md as (gantry verb, its ARGS) in the README's order: each `make TARGET
-    [ARGS=...]` line mapped through the target's recipe. Lines that are not make commands (gcloud, cp) are Google's
-    or the user's own and are skipped; a make target that runs no gantry verb fails here, so the README cannot name
-    one the twin does not know."""
+def readme_walkthrough(mark: str = WALKTHROUGH_MARK) -> list[tuple[str, list[str]]]:
+    """A README block the twin runs (the cloud walkthrough, or your own project's) as (gantry verb, its ARGS) in the
+    README's order: each `make TARGET [PROJECT=DIR] [ARGS=...]` line mapped through the target's recipe (PROJECT=DIR
+    is the recipes' --project DIR). Lines that are not make commands (gcloud, cp) are Google's or the user's own and
+    are skipped; a make target that runs no gantry verb fails here, so the README cannot name one the twin does not
+    know."""
     import shlex
 
     text = (REPO / "README.md").read_text()
-    assert WALKTHROUGH_MARK in text, f"README.md lost its walkthrough marker {WALKTHROUGH_MARK!r}"
-    block = text.split(WALKTHROUGH_MARK, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert mark in text, f"README.md lost its marker {mark!r}"
+    block = text.split(mark, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     verbs = make_target_verbs()
     steps = []
     for line in block.splitlines():
@@ -266,8 +268,12 @@ def readme_walkthrough() -> list[tuple[str, list[str]]]:
         words = shlex.split(line, comments=True)
         target, args = words[1], []
         for word in words[2:]:
-            if word.startswith("ARGS="):
-                args = shlex.split(word[len("ARGS="):])
-        assert target in verbs, f"README's walkthrough names `make {target}`, which runs no gantry verb"
+            if word.startswith("PROJECT="):
+                args = ["--project", word[len("PROJECT="):], *args]
+            elif word.startswith("ARGS="):
+                args = [*args, *shlex.split(word[len("ARGS="):])]
+            elif word.startswith("RUN="):  # make fetch RUN=RUN_ID: the recipe's positional run id
+                args = [*args, word[len("RUN="):]]
+        assert target in verbs, f"README's block names `make {target}`, which runs no gantry verb"
         steps.append((verbs[target], args))
     return steps

@@ -26,7 +26,7 @@ from agent_helpers import wait_until
 from gantry.status import ExitStatus
 from launch_contract import END_KIND, KIND_KEY, STATS_FILE, RunSpec
 from launcher_helpers import needs_terraform
-from node_twin import NOT_IN_THE_TWIN, TwinDeployment, free_port, readme_walkthrough
+from node_twin import NOT_IN_THE_TWIN, OWN_PROJECT_MARK, REPO, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
@@ -202,6 +202,10 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         your_own_torchrun_program(cli, twin, nodes, pushed, stack)
         phase("your own torchrun program ran on both nodes")
 
+        # the README's own-project block: a project that knows nothing of Gantry, through a Spot preemption
+        your_own_project(cli, twin, nodes, stack, deployment, phase)
+        phase("your own project ran, was preempted, resumed from its synced checkpoints and came home")
+
     # every README step the twin can take, taken in the README's order (the others: NOT_IN_THE_TWIN)
     expected = [verb for verb, _ in walkthrough if verb not in NOT_IN_THE_TWIN]
     assert set(verb for verb, _ in walkthrough) - set(NOT_IN_THE_TWIN) == set(expected)
@@ -253,3 +257,75 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     run_dir = twin.bucket / "runs" / "toy"  # mirrored to the bucket: what make fetch brings home
     assert newest_record(str(run_dir))["step"] == steps
     assert (run_dir / "ckpt.pt").is_file()
+
+
+# What the twin adds to the README's own-project run: a run id, a free port, copies every 3 s instead of 120, and
+# small games (the program's own flags, after the README's: argparse takes the last).
+CHESS_RUN = ["--detach", "--run-id", "chess", "--sync-every", "3"]
+CHESS_FLAGS = ["--games-per-iter", "2", "--max-plies", "30", "--workers", "1", "--iterations", "100000"]
+
+
+def your_own_project(cli, twin, nodes, stack, deployment, phase) -> None:
+    """The README's own-project block on the nodes the journey booted: examples/chess_selfplay, a project that knows
+    nothing of Gantry, built from its folder (its requirements.txt a layer of its own) and pushed, run as a plain
+    command with its checkpoint folder synced and its own stats file watched; node 1 is preempted mid-run and its
+    program, restarted by make status, finds its synced checkpoints and continues; make stop, then make fetch brings
+    each node's folder home."""
+    steps = readme_walkthrough(OWN_PROJECT_MARK)
+    assert [verb for verb, _ in steps] == ["build", "run", "fetch"], steps
+    (_, build_args), (_, run_args), _ = steps
+    project = REPO / build_args[build_args.index("--project") + 1]  # the README's folder, relative to the checkout
+
+    def in_project(args: list[str]) -> list[str]:
+        return [str(project) if a == build_args[build_args.index("--project") + 1] else a for a in args]
+
+    for rank in range(2):
+        stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-chess-{rank}"], capture_output=True,
+                       timeout=300, check=False)
+    built = cli("build", *in_project(build_args), "--base-image", BASE_IMAGE, environ=twin.environ)
+    assert built.status == ExitStatus.OK, built.output[-3000:]
+    assert "Pushed " in built.stdout, built.stdout[-2000:]
+    phase("your own project built from its folder and pushed")
+
+    started = cli("run", *CHESS_RUN, "--master-port", str(free_port()), *in_project(run_args), *CHESS_FLAGS,
+                  environ=twin.environ)
+    assert started.status == ExitStatus.OK, started.output
+    sync_folder = run_args[run_args.index("--sync") + 1]
+
+    def its_stats():
+        status = cli("status", environ=twin.environ)
+        return status if "iteration" in status.stdout and "ago" in status.stdout else None
+
+    status = wait_until(its_stats, timeout=600, interval=3,
+                        what=f"status to show the program's own stats; node 0 said:\n{nodes[0].output()[-3000:]}"
+                             f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
+    print(status.stdout)
+    run_dir = twin.bucket / "runs" / "chess"
+    synced = run_dir / "sync" / "node-1" / sync_folder
+    wait_until(lambda: list(synced.glob("model_*.pt")), timeout=300, interval=2,
+               what=f"node 1's checkpoints in the bucket; its agent said:\n{nodes[1].agent_output()[-3000:]}")
+    for rank in range(2):  # a plain command in the project's image: no entry point, the project's folder
+        facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.WorkingDir}}",
+                       f"gantry-run-chess-{rank}")
+        assert facts.stdout.split()[1] == "/workspace", facts.stdout + facts.stderr
+
+    # Spot preemption of node 1: no final copy; make status starts the VM, the agent puts the folder back first
+    nodes[1].preempt("gantry-run-chess-1")
+    twin.vms[1]["status"] = "TERMINATED"
+    healed = cli("status", environ=twin.environ)
+    assert healed.status == ExitStatus.OK and "starting it" in healed.stdout, healed.output
+    rebooted = nodes[1].boot()
+    assert rebooted.returncode == 0, rebooted.stdout + rebooted.stderr
+    resumed = wait_until(lambda: re.search(r"resumed from \S+model_(\d+)\.pt", nodes[1].output()), timeout=300,
+                         interval=2, what=f"node 1's program to resume from its synced checkpoint; node 1 said:\n"
+                                          f"{nodes[1].output()[-3000:]}\nits agent:\n{nodes[1].agent_output()[-3000:]}")
+    assert int(resumed.group(1)) >= 1
+    phase("node 1 was preempted and its program resumed from its synced checkpoint")
+
+    stopped = cli("stop", "-y", "--timeout", "300", environ=twin.environ)
+    assert stopped.status == ExitStatus.OK, stopped.output
+    fetched = cli("fetch", "chess", environ=twin.environ)
+    assert fetched.status == ExitStatus.OK, fetched.output
+    for rank in range(2):
+        home = deployment.root / "runs" / "chess" / "sync" / f"node-{rank}" / sync_folder
+        assert list(home.glob("model_*.pt")) and (home / "training_stats.json").is_file(), fetched.output
