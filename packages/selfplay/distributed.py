@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from launch_contract import LOCAL_RANK_ENV
 
+from .errors import RunError, SelfplayError
 from .hardware import cuda_usable
 
 
@@ -36,7 +37,7 @@ class DistInfo:
         return self.world_size > 1
 
 
-class LostRankError(RuntimeError):
+class LostRankError(SelfplayError, RuntimeError):
     """Another rank stopped answering: the run ends (rank 0 checkpoints) instead of hanging."""
 
 
@@ -51,7 +52,7 @@ def is_collective_failure(error: BaseException) -> bool:
 def choose_backend(requested: str) -> str:
     if requested == "nccl":
         if not cuda_usable():
-            raise RuntimeError("dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
+            raise RunError("dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
                                "(or auto) on CPU machines")
         return "nccl"
     if requested == "gloo":

@@ -30,6 +30,7 @@ from .distributed import (
     init_distributed,
     is_collective_failure,
 )
+from .errors import RunError
 from .games import make_game
 from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
 from .inference import pick_runtime
@@ -79,7 +80,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
          device: torch.device) -> int:
     game = make_game(cfg.game.name)
     if device.type == "xla" and info.enabled:
-        raise RuntimeError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
+        raise RunError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
