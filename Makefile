@@ -35,19 +35,22 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Each area adds its own targets in mk/<area>.mk (infra, launcher, docker): one file an owner.
 -include mk/*.mk
 
-# Make cannot refuse a variable it does not read (`make train-local CONFG=x.yaml` trains the default config), so a
-# command-line variable that no makefile here assigns, and that no recipe's program reads from the environment,
-# gets one warning. The names are read from the makefiles themselves, so the list cannot go stale; the settings
-# it names are the ?= ones, the variables meant to be set.
+# A command-line variable that no makefile here assigns, and that no recipe's program reads from the environment,
+# stops make before any target runs (`make train-local CONFG=x.yaml` would otherwise train the default config),
+# naming the nearest setting (difflib). The names are read from the makefiles themselves, so the list cannot go
+# stale; the settings it names are the ?= ones, the variables meant to be set.
 ENV_VARIABLES := TORCH_INDEX_URL TORCH_ALLOW_CUDA PIP_INDEX_URL XLA_TORCH_INDEX_URL GANTRY_BASE_IMAGE GANTRY_CACHE_DIR
 assigned = $(shell sed -nE 's/^([A-Z][A-Z0-9_]*) *$(1)=.*/\1/p' $(MAKEFILE_LIST))
 SETTINGS := $(sort $(call assigned,[?]) $(ENV_VARIABLES))
 UNKNOWN_VARIABLES := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
 UNKNOWN_VARIABLES := $(sort $(filter-out $(SETTINGS) $(call assigned,[?:+]?),$(UNKNOWN_VARIABLES)))
-ifeq ($(MAKELEVEL),0)  # a sub-make inherits the command line: warn once
+# "CONFG (did you mean CONFIG?)" for each unknown name
+NEAREST = import difflib, sys; known = sys.argv[1].split(); print(", ".join(name + "".join(f" (did you mean {m}?)" \
+          for m in difflib.get_close_matches(name, known, 1)) for name in sys.argv[2:]))
+ifeq ($(MAKELEVEL),0)  # a sub-make inherits the command line: checked once, by the outer make
 ifneq ($(UNKNOWN_VARIABLES),)
-$(shell echo "make: warning: $(UNKNOWN_VARIABLES): no makefile here reads it, so it changes nothing; check the" \
-             "spelling (the settings: $(SETTINGS))" >&2)
+$(error $(shell $(PYTHON) -c '$(NEAREST)' "$(SETTINGS)" $(UNKNOWN_VARIABLES) 2>/dev/null || echo $(UNKNOWN_VARIABLES)): no makefile here reads it, so make \
+        stopped; fix the spelling (the settings: $(SETTINGS)))
 endif
 endif
 

@@ -11,6 +11,8 @@ pytest 9.2 with xdist 3.8: the workers report the test ids without the group suf
 
 from __future__ import annotations
 
+import pytest
+
 GROUPS = (  # (start of the test's id, group)
     ("tests/docker/", "engine"),
     ("tests/launcher/test_node_twin.py", "engine"),
@@ -23,6 +25,9 @@ def group_of(nodeid: str) -> str | None:
     return next((group for prefix, group in GROUPS if nodeid.startswith(prefix)), None)
 
 
+# optionalhook: xdist's hook, unknown to a pytest without xdist (or run with -p no:xdist), which would otherwise
+# stop at collection with "unknown hook"; the groups only matter where xdist schedules.
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None  # xdist's own choice

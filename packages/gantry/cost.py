@@ -157,8 +157,9 @@ def render(result: Estimate) -> list[str]:
 
 def limits(max_run_hours: float) -> list[str]:
     """The two time limits that end a forgotten run, and how to change them (0 removes one, on purpose)."""
-    trainer = (f"  trainer: a `make run-gcp` run stops with a checkpoint after {RUN_MAX_MINUTES_FLAG[2:]} = "
-               f"{DEFAULT_RUN_MAX_MINUTES:g} (ARGS=\"-- {RUN_MAX_MINUTES_FLAG}=N\"; 0 = no limit)")
+    trainer = (f"  trainer: a `make run-gcp` run of the trainer stops with a checkpoint after {RUN_MAX_MINUTES_FLAG[2:]} "
+               f"= {DEFAULT_RUN_MAX_MINUTES:g} minutes, gantry run's default (ARGS=\"-- {RUN_MAX_MINUTES_FLAG}=N\"; "
+               "0 = no limit)")
     if max_run_hours:
         nodes = (f"  nodes:   power off after max_run_hours = {max_run_hours:g} hours up, even without this machine "
                  "(infra/terraform.tfvars; 0 = no limit)")

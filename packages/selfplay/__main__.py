@@ -6,9 +6,10 @@
     python -m selfplay eval --checkpoint runs/c4 --positions 1000
     python -m selfplay arena --checkpoint runs/c4 --games 100 --baselines random,greedy,minimax5,mcts1000
 
-Known failures are one line, ``selfplay: error: <what and the fix>``, on stderr and an ExitStatus (errors.py):
-2 for a bad config, flag or environment variable, 1 for a checkpoint, evaluation, plot or runtime failure (eval
-and arena show the traceback with --debug), 130 for Ctrl-C.
+Known failures (selfplay.errors.SelfplayError and its kinds) are one line, ``selfplay: error: <what and the
+fix>``, on stderr and an ExitStatus (errors.py): 2 for a bad config, flag or environment variable, 1 for a
+checkpoint, evaluation, plot or run that cannot go on, 130 for Ctrl-C. Every verb takes --debug, which shows the
+traceback instead; anything else (a bug, an error torch raises) keeps its traceback.
 """
 
 from __future__ import annotations
@@ -19,43 +20,42 @@ import sys
 
 from selfplay.cli import VERBS
 from selfplay.cli.options import FORMATTER
-from selfplay.errors import CheckpointError, ConfigError, ExitStatus
-from selfplay.evaluate import EvalError
-from selfplay.plot import PlotError
+from selfplay.errors import ExitStatus, SelfplayError
 
-FAILURES = (CheckpointError, EvalError, PlotError, RuntimeError)  # said in one line, exit 1
+# Where the dispatcher keeps each verb's handler and kind in the parsed arguments: names no option can take
+# (argparse makes --run into `run`, and none starts with an underscore), so a verb's own option, such as plot's
+# --run, cannot overwrite the handler.
+VERB_HANDLER, VERB_TAKES_OVERRIDES = "_verb_handler", "_verb_takes_overrides"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="_verb_name", metavar="VERB", required=True)
     for verb in VERBS:
         overrides = getattr(verb, "TAKES_OVERRIDES", False)
         p = sub.add_parser(verb.NAME, help=verb.HELP, description=getattr(verb, "DESCRIPTION", None),
                            epilog=getattr(verb, "EPILOG", None),
                            formatter_class=FORMATTER if overrides else argparse.HelpFormatter)
         verb.add_arguments(p)
-        p.set_defaults(run=verb.run, takes_overrides=overrides)
+        p.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its one line")
+        p.set_defaults(**{VERB_HANDLER: verb.run, VERB_TAKES_OVERRIDES: overrides})
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, overrides = parser.parse_known_args(argv)
-    if not args.takes_overrides and overrides:
+    if not getattr(args, VERB_TAKES_OVERRIDES) and overrides:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        return args.run(args, overrides)
-    except ConfigError as e:
-        print(f"selfplay: error: {e}", file=sys.stderr)
-        return ExitStatus.CONFIG
-    except FAILURES as e:
-        if getattr(args, "debug", False):
+        return getattr(args, VERB_HANDLER)(args, overrides)
+    except SelfplayError as e:
+        if args.debug:
             raise
         print(f"selfplay: error: {e}", file=sys.stderr)
-        return ExitStatus.ERROR
+        return e.status
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
 

@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 
 from .actors import THREAD_ENV, Samples, actor_main
+from .errors import RunError
 from .leaf_server import LeafServer
 
 log = logging.getLogger("selfplay")
@@ -70,13 +71,13 @@ class ActorPool:
     def check(self) -> list[str]:
         """Restart dead actors; return one message per restart. Raises when the restart budget is spent."""
         if self.server is not None and self.server.error is not None:
-            raise RuntimeError(f"the leaf server stopped: {self.server.error!r}") from self.server.error
+            raise RunError(f"the leaf server stopped: {self.server.error!r}") from self.server.error
         events = []
         for i, p in enumerate(self.procs):
             if p is not None and not p.is_alive() and not self.stop_event.is_set():
                 code = p.exitcode
                 if self.restarts >= self.restart_limit:
-                    raise RuntimeError(f"actor {i} died (exit code {code}) and {self.restarts} restarts are spent: "
+                    raise RunError(f"actor {i} died (exit code {code}) and {self.restarts} restarts are spent: "
                                        f"see the traceback above, or raise actors.restart_limit")
                 self.restarts += 1
                 events.append(f"actor {i} (pid {p.pid}) died with exit code {code}; restarted "

@@ -1,18 +1,22 @@
 """Trainer configuration: one dataclass per concern (config_io.py reads and writes them: YAML on disk,
 ``--section.key=value`` overrides, the dict a checkpoint saves).
 
-Every field carries its default and a docstring; ``__post_init__`` rejects bad values
-with a message naming the field and the allowed range. The resolved config is saved in
-every checkpoint, and a resumed run must match it on the fields that shape the model.
+Every field carries its default, its type and, for a number, its allowed range (``number(default, low, high)``),
+then a docstring. Section.__post_init__ is the one place they are checked: the ranges and choices declared here,
+then each section's ``rules`` (what one field's range cannot say). `selfplay check`, `train` and gantry's
+pre-flight (which runs `check`) all build the config through it, so they refuse the same values with the same
+line, naming the field and what it allows. The resolved config is saved in every checkpoint, and a resumed run
+must match it on the fields that shape the model.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from .errors import ConfigError
 from .games import GAMES
@@ -20,6 +24,7 @@ from .games import GAMES
 # Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
 BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
 BASELINE_HELP = "random, greedy, minimax<depth> (e.g. minimax5), mcts<simulations> (e.g. mcts1000)"
+MAX_SEED = 2**32 - 1  # numpy's and torch's seeds are unsigned 32-bit at least; each rank and actor adds to it
 
 
 def require(ok: bool, message: str) -> None:
@@ -28,79 +33,120 @@ def require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a number field allows: low..high, an end excluded where ``low_open``/``high_open``; ``note``
+    says what a special value means (0 = off)."""
+
+    low: float
+    high: float
+    integer: bool
+    low_open: bool = False
+    high_open: bool = False
+    note: str = ""
+
+    def check(self, where: str, value) -> None:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        require(above and below, f"{where}={value} must be in {self}" + (f" ({self.note})" if self.note else ""))
+
+    def __str__(self) -> str:
+        def shown(x: float) -> str:
+            return str(int(x)) if x == int(x) else str(x)
+
+        if self.integer:
+            return f"{shown(self.low)}..{shown(self.high)}"
+        return f"{'(' if self.low_open else '['}{shown(self.low)}, {shown(self.high)}{')' if self.high_open else ']'}"
+
+
+def number(default: float, low: float, high: float, *, low_open: bool = False, high_open: bool = False,
+           note: str = ""):
+    """A number field: its default and, beside it, the values it allows (checked by Section.__post_init__)."""
+    return field(default=default, metadata={"range": Range(low, high, isinstance(default, int), low_open, high_open,
+                                                           note)})
+
+
+class Section:
+    """What every config section shares: __post_init__ checks each field against its declaration (a number's
+    range, a Literal's choices), then the section's own ``rules``."""
+
+    def __post_init__(self):
+        where = SECTION_NAMES[type(self)]
+        hints = type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if get_origin(hints[f.name]) is Literal:
+                choices = get_args(hints[f.name])
+                require(value in choices, f"{where}.{f.name}={value!r} is not allowed: choose one of "
+                                          f"{', '.join(map(str, choices))}")
+            elif "range" in f.metadata:
+                require(isinstance(value, (int, float)) and not isinstance(value, bool),
+                        f"{where}.{f.name}={value!r} must be a number")
+                f.metadata["range"].check(f"{where}.{f.name}", value)
+        self.rules()
+
+    def rules(self) -> None:
+        """What one field's range cannot say: choices from a registry, a pattern, one field against another."""
+
+
+@functools.cache
+def type_hints(cls: type) -> dict:
+    """A section's field types (the annotations are strings under ``from __future__ import annotations``)."""
+    return typing.get_type_hints(cls)
+
+
 @dataclass
-class GameConfig:
+class GameConfig(Section):
     name: str = "connect4"
     """Which game: connect4 | tictactoe."""
 
-    def __post_init__(self):
+    def rules(self):
         require(self.name in GAMES, f"game.name={self.name!r} is unknown: choose one of {', '.join(sorted(GAMES))}")
 
 
 @dataclass
-class ModelConfig:
-    channels: int = 32
+class ModelConfig(Section):
+    channels: int = number(32, 1, 1024)
     """Width of the residual trunk (filters per conv)."""
-    blocks: int = 4
+    blocks: int = number(4, 0, 64)
     """Residual blocks in the trunk."""
-    policy_filters: int = 32
+    policy_filters: int = number(32, 1, 1024)
     """1x1 filters of the policy head (AlphaZero.jl uses 32; 2 squeezed the trunk's features through a slit)."""
-    value_filters: int = 32
+    value_filters: int = number(32, 1, 1024)
     """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
 
-    def __post_init__(self):
-        require(1 <= self.channels <= 1024, f"model.channels={self.channels} must be in 1..1024")
-        require(0 <= self.blocks <= 64, f"model.blocks={self.blocks} must be in 0..64")
-        require(1 <= self.policy_filters <= 1024, f"model.policy_filters={self.policy_filters} must be in 1..1024")
-        require(1 <= self.value_filters <= 1024, f"model.value_filters={self.value_filters} must be in 1..1024")
-
 
 @dataclass
-class SearchConfig:
-    simulations: int = 64
+class SearchConfig(Section):
+    simulations: int = number(64, 1, 100_000)
     """MCTS simulations per self-play move."""
-    c_puct: float = 1.5
+    c_puct: float = number(1.5, 0, 1000, low_open=True)
     """Exploration constant of PUCT."""
-    dirichlet_alpha: float = 1.0
+    dirichlet_alpha: float = number(1.0, 0, 1000, low_open=True)
     """Root noise concentration (about 10 / typical number of legal moves)."""
-    noise_fraction: float = 0.25
+    noise_fraction: float = number(0.25, 0, 1, high_open=True)
     """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
-    temperature_moves: int = 12
+    temperature_moves: int = number(12, 0, 1000)
     """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
-    full_search_fraction: float = 1.0
+    full_search_fraction: float = number(1.0, 0, 1, low_open=True, note="1 = every move in full")
     """Playout-cap randomisation (KataGo): this share of self-play moves get `simulations` with root noise and
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
-    fast_simulations: int = 16
+    fast_simulations: int = number(16, 1, 100_000)
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
-    random_opening_fraction: float = 0.0
+    random_opening_fraction: float = number(0.0, 0, 1, note="0 = off")
     """Share of self-play games that open with 1..random_opening_moves uniformly random moves, played but not
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
-    random_opening_moves: int = 12
+    random_opening_moves: int = number(12, 1, 1000)
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
-
-    def __post_init__(self):
-        require(1 <= self.simulations <= 100_000, f"search.simulations={self.simulations} must be in 1..100000")
-        require(self.c_puct > 0, f"search.c_puct={self.c_puct} must be > 0")
-        require(self.dirichlet_alpha > 0, f"search.dirichlet_alpha={self.dirichlet_alpha} must be > 0")
-        require(0 <= self.noise_fraction < 1, f"search.noise_fraction={self.noise_fraction} must be in [0, 1)")
-        require(self.temperature_moves >= 0, f"search.temperature_moves={self.temperature_moves} must be >= 0")
-        require(0 < self.full_search_fraction <= 1,
-               f"search.full_search_fraction={self.full_search_fraction} must be in (0, 1] (1 = every move in full)")
-        require(1 <= self.fast_simulations <= 100_000,
-               f"search.fast_simulations={self.fast_simulations} must be in 1..100000")
-        require(0 <= self.random_opening_fraction <= 1,
-               f"search.random_opening_fraction={self.random_opening_fraction} must be in [0, 1] (0 = off)")
-        require(1 <= self.random_opening_moves <= 1000,
-               f"search.random_opening_moves={self.random_opening_moves} must be in 1..1000")
 
 
 @dataclass
-class ActorsConfig:
-    count: int = 0
+class ActorsConfig(Section):
+    count: int = number(0, 0, 1024, note="0 = automatic")
     """Self-play processes; 0 = physical cores - 1, or one per core on 1-2 cores (cgroup and SMT aware)."""
-    games: int = 128
+    games: int = number(128, 1, 65536)
     """Games each actor plays in lock-step (the network's batch size in self-play)."""
-    restart_limit: int = 10
+    restart_limit: int = number(10, 0, 1_000_000)
     """Crashed actors are restarted up to this many times in total before the run stops."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """Self-play inference on a CPU: auto = bf16 where it has bf16 instructions (AVX512-BF16, AMX), else fp32."""
@@ -112,146 +158,113 @@ class ActorsConfig:
     answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA and the
     actors would search in fp32 (a CPU without bf16), else local (hardware.leaves_served_by_learner)."""
 
-    def __post_init__(self):
-        require(0 <= self.count <= 1024, f"actors.count={self.count} must be in 0..1024 (0 = automatic)")
-        require(1 <= self.games <= 65536, f"actors.games={self.games} must be in 1..65536")
-        require(self.restart_limit >= 0, f"actors.restart_limit={self.restart_limit} must be >= 0")
-
 
 @dataclass
-class LearnerConfig:
-    batch_size: int = 256
+class LearnerConfig(Section):
+    batch_size: int = number(256, 1, 65536)
     """Positions per gradient step."""
-    lr: float = 2e-3
+    lr: float = number(2e-3, 0, 1, low_open=True, high_open=True)
     """AdamW learning rate."""
-    weight_decay: float = 1e-4
+    weight_decay: float = number(1e-4, 0, 1)
     """AdamW weight decay."""
-    warmup_steps: int = 300
+    warmup_steps: int = number(300, 0, 1_000_000)
     """Steps over which the learning rate ramps up linearly from lr / warmup_steps (0 = none). Without it Adam's
     first full-rate steps silence most of the value head's hidden ReLUs for good (learner.warmup_factor)."""
-    replay_capacity: int = 200_000
+    replay_capacity: int = number(200_000, 1, 100_000_000)
     """Positions kept in the replay ring buffer (oldest overwritten first)."""
-    min_replay: int = 2_000
+    min_replay: int = number(2_000, 1, 100_000_000)
     """Positions needed before the first step."""
-    samples_per_position: float = 4.0
+    samples_per_position: float = number(4.0, 0, 1000, low_open=True)
     """Samples trained per position self-play adds: the learner waits when it is further ahead (replay.py)."""
-    window_floor: int = 20_000
+    window_floor: int = number(20_000, 1, 100_000_000)
     """Batches are drawn from at least the newest this many positions (all of them while fewer are held)."""
-    window_scale: float = 4.0
+    window_scale: float = number(4.0, 0, 1e6, low_open=True)
     """Above the floor the sampling window is window_scale * positions_added ** window_exponent (KataGo)."""
-    window_exponent: float = 0.75
+    window_exponent: float = number(0.75, 0, 1, low_open=True)
     """How fast the window grows with the data: 1 = linearly (all of it), smaller = older games fade out."""
     lr_schedule: Literal["constant", "cosine"] = "cosine"
     """cosine: decay learner.lr to lr_final_fraction of it over run.max_minutes (or run.max_steps);
     constant when the run has neither budget. The schedule follows this session's budget."""
-    lr_final_fraction: float = 0.1
+    lr_final_fraction: float = number(0.1, 0, 1, low_open=True)
     """Learning rate at the end of the budget, as a fraction of learner.lr (cosine schedule)."""
-    ema_half_life_steps: int = 100
+    ema_half_life_steps: int = number(100, 0, 1_000_000, note="0 = no average")
     """Half-life, in learner steps, of the moving average of the weights that is graded, played in the arena and
     saved beside the raw weights (Checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
-    publish_every: int = 20
+    publish_every: int = number(20, 1, 1_000_000)
     """Steps between publishing weights to the actors."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     """auto: bf16 on CPUs with AMX or AVX512-BF16, fp32 on other CPUs; on CUDA bf16 at capability >= 8, else fp16;
     bf16 on XLA."""
 
-    def __post_init__(self):
-        require(1 <= self.batch_size <= 65536, f"learner.batch_size={self.batch_size} must be in 1..65536")
-        require(0 < self.lr < 1, f"learner.lr={self.lr} must be in (0, 1)")
-        require(self.weight_decay >= 0, f"learner.weight_decay={self.weight_decay} must be >= 0")
-        require(0 <= self.warmup_steps <= 1_000_000, f"learner.warmup_steps={self.warmup_steps} must be in 0..1000000")
+    def rules(self):
         require(self.replay_capacity >= self.batch_size,
-               f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
+                f"learner.replay_capacity={self.replay_capacity} must be >= learner.batch_size={self.batch_size}")
         require(self.batch_size <= self.min_replay <= self.replay_capacity,
-               f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
-        require(0 < self.samples_per_position <= 1000,
-               f"learner.samples_per_position={self.samples_per_position} must be in (0, 1000]")
+                f"learner.min_replay={self.min_replay} must be between learner.batch_size and learner.replay_capacity")
         require(self.batch_size <= self.window_floor <= self.replay_capacity,
-               f"learner.window_floor={self.window_floor} must be between learner.batch_size and "
-               f"learner.replay_capacity")
-        require(0 < self.window_scale <= 1e6, f"learner.window_scale={self.window_scale} must be in (0, 1e6]")
-        require(0 < self.window_exponent <= 1, f"learner.window_exponent={self.window_exponent} must be in (0, 1]")
-        require(0 < self.lr_final_fraction <= 1,
-               f"learner.lr_final_fraction={self.lr_final_fraction} must be in (0, 1]")
-        require(self.publish_every >= 1, f"learner.publish_every={self.publish_every} must be >= 1")
-        require(0 <= self.ema_half_life_steps <= 1_000_000,
-               f"learner.ema_half_life_steps={self.ema_half_life_steps} must be in 0..1000000 (0 = no average)")
+                f"learner.window_floor={self.window_floor} must be between learner.batch_size and "
+                f"learner.replay_capacity")
 
 
 @dataclass
-class EvalConfig:
-    every_minutes: float = 5.0
+class EvalConfig(Section):
+    every_minutes: float = number(5.0, 0, 100_000, note="0 = off")
     """Minutes between evaluations on the Pons sets during training, the first at the start; 0 turns them off."""
-    positions_per_set: int = 200
+    positions_per_set: int = number(200, 1, 1000)
     """Positions graded per set during training (the first N; `selfplay eval` grades all 1000)."""
-    simulations: int = 25
+    simulations: int = number(25, 1, 10_000)
     """MCTS simulations per graded move (alpha-zero-general's baseline uses 25)."""
     pons_dir: str = ""
     """Pons test sets; empty = $GANTRY_PONS_DIR, else the copy shipped in selfplay/data/pons."""
-    arena_every_minutes: float = 0.0
+    arena_every_minutes: float = number(0.0, 0, 100_000, note="0 = off")
     """Minutes between arenas during training (the learner's weights against eval.arena_baselines and the run's
     earlier checkpoints, in a separate process; any game), the first after one interval; 0 = off."""
     arena_baselines: str = "random,greedy,minimax3,mcts200"
     """Baselines of the periodic arena: random, greedy, minimax<depth>, mcts<simulations> (random always plays)."""
-    arena_games: int = 40
+    arena_games: int = number(40, 2, 10_000)
     """Games per pairing in the periodic arena (half with each side first); the networks search eval.simulations."""
-    arena_previous: int = 2
+    arena_previous: int = number(2, 0, 100)
     """Earlier checkpoints of the run the periodic arena plays (at most run.keep_checkpoints are kept)."""
 
-    def __post_init__(self):
-        require(self.every_minutes >= 0, f"eval.every_minutes={self.every_minutes} must be >= 0 (0 = off)")
-        require(self.arena_every_minutes >= 0, f"eval.arena_every_minutes={self.arena_every_minutes} must be >= 0 "
-                                              f"(0 = off)")
+    def rules(self):
         bad = [n for n in self.arena_baselines.split(",") if not BASELINE.match(n.strip())]
         require(not bad and bool(self.arena_baselines.strip()),
-               f"eval.arena_baselines={self.arena_baselines!r} must list some of {BASELINE_HELP}, comma-separated")
-        require(2 <= self.arena_games <= 10_000, f"eval.arena_games={self.arena_games} must be in 2..10000")
-        require(0 <= self.arena_previous <= 100, f"eval.arena_previous={self.arena_previous} must be in 0..100")
-        require(1 <= self.positions_per_set <= 1000, f"eval.positions_per_set={self.positions_per_set} must be in 1..1000")
-        require(1 <= self.simulations <= 10_000, f"eval.simulations={self.simulations} must be in 1..10000")
+                f"eval.arena_baselines={self.arena_baselines!r} must list some of {BASELINE_HELP}, comma-separated")
 
 
 @dataclass
-class DistConfig:
+class DistConfig(Section):
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     """Collective backend: auto = nccl when CUDA works, else gloo."""
-    timeout_s: float = 300.0
+    timeout_s: float = number(300.0, 0, 86_400, low_open=True)
     """Timeout of every collective and of the rendezvous, in seconds: a lost rank ends the run, never hangs it."""
-
-    def __post_init__(self):
-        require(self.timeout_s > 0, f"dist.timeout_s={self.timeout_s} must be > 0")
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Section):
     dir: str = "runs/local"
     """Run directory (local path or fsspec URL such as gs://bucket/prefix); an existing checkpoint there is resumed."""
-    seed: int = 1337
+    seed: int = number(1337, 0, MAX_SEED)
     """Base seed; each rank and actor derives its own."""
-    max_steps: int = 0
+    max_steps: int = number(0, 0, 10**12, note="0 = no limit")
     """Stop after this many learner steps; 0 = no limit."""
-    max_minutes: float = 0.0
+    max_minutes: float = number(0.0, 0, 1_000_000, note="0 = no limit")
     """Stop after this many minutes of this session; 0 = no limit."""
-    checkpoint_every_minutes: float = 5.0
+    checkpoint_every_minutes: float = number(5.0, 0, 100_000, low_open=True)
     """Minutes between checkpoints (one is always written at the end and on SIGTERM)."""
-    keep_checkpoints: int = 3
+    keep_checkpoints: int = number(3, 2, 1000)
     """Newest checkpoints kept (>= 2: the newest may be mid-write when a machine dies)."""
-    log_every_seconds: float = 10.0
+    log_every_seconds: float = number(10.0, 0, 86_400, low_open=True)
     """Seconds between progress lines and stats.jsonl records."""
     device: Literal["auto", "cpu", "cuda", "xla"] = "auto"
     """Learner device: auto = cuda when usable, else xla when PJRT_DEVICE is set (the TPU image sets it; torch_xla
     must then be installed), else cpu. xla = torch_xla's device (a TPU, or its CPU device under PJRT_DEVICE=CPU);
     one rank only."""
 
-    def __post_init__(self):
+    def rules(self):
         require(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
-        require(self.max_steps >= 0, f"run.max_steps={self.max_steps} must be >= 0 (0 = no limit)")
-        require(self.max_minutes >= 0, f"run.max_minutes={self.max_minutes} must be >= 0 (0 = no limit)")
-        require(self.checkpoint_every_minutes > 0, "run.checkpoint_every_minutes must be > 0")
-        require(self.keep_checkpoints >= 2, f"run.keep_checkpoints={self.keep_checkpoints} must be >= 2")
-        require(self.log_every_seconds > 0, "run.log_every_seconds must be > 0")
 
 
 @dataclass
@@ -285,3 +298,4 @@ RETIRED_KEYS: dict[str, str] = {
 
 # section name -> its dataclass (game -> GameConfig, ...)
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
+SECTION_NAMES: dict[type, str] = {cls: name for name, cls in SECTIONS.items()}  # GameConfig -> game, ...

@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import typing
 from pathlib import Path
-from typing import Literal, get_args, get_origin
+from typing import Literal, get_origin
 
 import yaml
 
-from .config import RETIRED_KEYS, SECTIONS, Config, require
+from .config import RETIRED_KEYS, SECTIONS, Config, require, type_hints
 from .errors import ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 
 def _coerce(section: str, key: str, raw) -> object:
+    """A YAML or flag value as the field's declared type; its range and choices are the section's to check."""
     where = f"{section}.{key}"
-    hint = typing.get_type_hints(SECTIONS[section])[key]
+    hint = type_hints(SECTIONS[section])[key]
+    require(isinstance(raw, (str, int, float)), f"{where}={raw!r} must be a single value, not "
+                                                f"{'nothing' if raw is None else type(raw).__name__}")
     if get_origin(hint) is Literal:
-        choices = get_args(hint)
-        require(raw in choices, f"{where}={raw!r} is not allowed: choose one of {', '.join(map(str, choices))}")
         return raw
     if hint is bool:
         if isinstance(raw, bool):
@@ -36,7 +36,7 @@ def _coerce(section: str, key: str, raw) -> object:
             raise ConfigError(f"{where}={raw!r} must be a number")
         try:
             value = hint(raw) if not isinstance(raw, str) else hint(float(raw)) if hint is float else int(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{where}={raw!r} must be {'an integer' if hint is int else 'a number'}") from None
         if hint is int and isinstance(raw, float) and raw != int(raw):
             raise ConfigError(f"{where}={raw!r} must be an integer")
@@ -131,7 +131,7 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
         require(p.is_file(), f"config file {str(p)!r} not found: pass --config with an existing YAML file "
                             f"(see packages/selfplay/configs/)")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(p.read_text())
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
@@ -140,6 +140,9 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
                 raise ConfigError(f"config file {str(p)!r} has a tab{where}, column {mark.column + 1}: YAML indents "
                                   f"with spaces only; replace the tab with spaces") from None
             raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: fix the syntax") from None
+        require(data is not None, f"config file {str(p)!r} is empty (no settings, only comments or nothing): "
+                                  f"write its sections (game:, model:, ...), or pass a packaged config such as "
+                                  f"--config connect4")
         data = check_shape(data, f"config file {str(p)!r}")
     merged = merge(data, check_shape(parse_overrides(list(overrides)), "the --section.key=value flags"))
     for dotted, replacement in RETIRED_KEYS.items():

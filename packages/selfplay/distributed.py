@@ -17,7 +17,10 @@ import torch
 import torch.distributed as dist
 from launch_contract import LOCAL_RANK_ENV
 
+from .errors import RunError, SelfplayError
 from .hardware import cuda_usable
+
+GROUP_WORLD_SIZE_ENV = "GROUP_WORLD_SIZE"  # set by torchrun in each rank's process: the number of machines
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     backend: str | None = None
+    nodes: int = 1  # machines the ranks run on (torchrun's --nnodes): what a lost rank's line tells to start again
 
     @property
     def is_main(self) -> bool:
@@ -36,7 +40,7 @@ class DistInfo:
         return self.world_size > 1
 
 
-class LostRankError(RuntimeError):
+class LostRankError(SelfplayError, RuntimeError):
     """Another rank stopped answering: the run ends (rank 0 checkpoints) instead of hanging."""
 
 
@@ -51,7 +55,7 @@ def is_collective_failure(error: BaseException) -> bool:
 def choose_backend(requested: str) -> str:
     if requested == "nccl":
         if not cuda_usable():
-            raise RuntimeError("dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
+            raise RunError("dist.backend=nccl needs a working CUDA GPU on every node: use dist.backend=gloo "
                                "(or auto) on CPU machines")
         return "nccl"
     if requested == "gloo":
@@ -64,14 +68,17 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     chosen = choose_backend(backend)  # even alone: dist.backend=nccl on a machine without CUDA is an error
     if world <= 1:
         return DistInfo()
+    # torchrun names the machines in GROUP_WORLD_SIZE; a launch it did not make counts as many machines, the
+    # safe reading for what to start again
+    nodes = int(os.environ.get(GROUP_WORLD_SIZE_ENV, str(world)))
     if dist.is_initialized():  # e.g. a caller set it up already: reuse it
         return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get(LOCAL_RANK_ENV, "0")),
-                        dist.get_backend())
+                        dist.get_backend(), nodes)
     local_rank = int(os.environ.get(LOCAL_RANK_ENV, "0"))
     if chosen == "nccl":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s))
-    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen)
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen, nodes)
 
 
 def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device, progress: float = 0.0,

@@ -15,9 +15,23 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130  # Ctrl-C outside the training loop (the loop itself checkpoints and exits OK)
 
 
-class ConfigError(ValueError):
+class SelfplayError(Exception):
+    """A failure the trainer explains in one line that names the fix: the only kind the command line catches
+    (selfplay/__main__.py), so a bug or an error torch raises keeps its traceback. ``status`` is the exit."""
+
+    status = ExitStatus.ERROR
+
+
+class ConfigError(SelfplayError, ValueError):
     """A bad config value or key; the message names the field and the fix."""
 
+    status = ExitStatus.CONFIG
 
-class CheckpointError(RuntimeError):
+
+class CheckpointError(SelfplayError, RuntimeError):
     """A checkpoint that cannot be used; the message says which and what to do."""
+
+
+class RunError(SelfplayError, RuntimeError):
+    """A run that cannot go on (an actor that keeps dying, a device that cannot run): the message says why and
+    what to do. A RuntimeError still, as torch's own failures are, for the code that tells the two apart."""

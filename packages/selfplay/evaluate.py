@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from launch_contract import eval_key
 
+from .errors import SelfplayError
 from .games import ConnectFour
 from .mcts import BatchedMCTS, masked_softmax
 
@@ -34,7 +35,7 @@ PONS_SETS = (
 ILLEGAL = -1000  # solver score stored for a full column
 
 
-class EvalError(RuntimeError):
+class EvalError(SelfplayError, RuntimeError):
     """The test sets or the solver cannot be used; the message says how to fix it."""
 
 

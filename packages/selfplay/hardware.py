@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from launch_contract import LOCAL_RANK_ENV
 
-from .errors import ConfigError
+from .errors import ConfigError, RunError
 
 
 def _cgroup_cpu_limit() -> float | None:
@@ -169,7 +169,7 @@ def xla_device() -> torch.device:
         import torch_xla
     except (ImportError, OSError) as e:  # OSError: a torch_xla built for another torch fails to load its library
         first = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
-        raise RuntimeError(f"run.device=xla needs torch_xla matching torch {torch.__version__} ({first}): "
+        raise RunError(f"run.device=xla needs torch_xla matching torch {torch.__version__} ({first}): "
                            f"pip install {' '.join(xla_requirements())}, or train in the TPU image "
                            f"(docker/Dockerfile.tpu)") from None
     return torch_xla.device()
@@ -183,7 +183,7 @@ def xla_requested() -> bool:
 
 def pick_device(requested: str) -> torch.device:
     if requested == "cuda" and not cuda_usable():
-        raise RuntimeError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
+        raise RunError("run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu")
     if requested == "cuda" or (requested == "auto" and cuda_usable()):
         return torch.device("cuda", int(os.environ.get(LOCAL_RANK_ENV, "0")))
     if requested == "xla" or (requested == "auto" and xla_requested()):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from launch_contract import STATS_FILE, eval_figures
 
+from .errors import SelfplayError
 from .stats import EVAL_MINUTE
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
@@ -28,7 +29,7 @@ COLOURS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"]  # 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 440, 300, 52, 12, 30, 40  # one panel, in pixels
 
 
-class PlotError(ValueError):
+class PlotError(SelfplayError, ValueError):
     """Nothing to plot, or a file this verb cannot read: one line for the user."""
 
 

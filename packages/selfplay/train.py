@@ -30,6 +30,7 @@ from .distributed import (
     init_distributed,
     is_collective_failure,
 )
+from .errors import RunError, SelfplayError
 from .games import make_game
 from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
 from .inference import pick_runtime
@@ -69,6 +70,12 @@ def train(cfg: Config) -> int:
         runlog = RunLog(run_dir.local, enabled=info.is_main)
         try:
             return _run(cfg, info, runlog, stop, run_dir, device)
+        except RuntimeError as error:  # a peer gone before the loop (which says its own line): one line too
+            if isinstance(error, SelfplayError) or not (info.enabled and is_collective_failure(error)):
+                raise
+            raise LostRankError(f"rank {info.rank} lost contact with another rank while the run started "
+                                f"({first_words(str(error))}): another rank failed first and its error says why; "
+                                f"fix that, then {start_again(info)[0]}") from None
         finally:
             runlog.close()
     finally:
@@ -79,7 +86,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
          device: torch.device) -> int:
     game = make_game(cfg.game.name)
     if device.type == "xla" and info.enabled:
-        raise RuntimeError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
+        raise RunError(f"run.device=xla trains on one XLA device with one rank, and this is rank {info.rank} of "
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
@@ -214,13 +221,22 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
 def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None) -> str:
     """What a rank that lost another says. Only rank 0 writes checkpoints: another rank names the newest one
     rank 0 reported in the last agree(), or says there is none, and never claims one of its own."""
+    again, doing_it = start_again(info)
     if saved_step is None:
-        resumes = "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0"
+        resumes = f"rank 0 reported no checkpoint, so {doing_it} starts the run over from step 0"
     else:
         resumes = (f"the run resumes from step {saved_step} ({checkpoint.checkpoint_path('', saved_step).name}, "
                    + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
-                   + "); start every node again to resume")
+                   + f"); {again} to resume")
     return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
+
+
+def start_again(info: DistInfo) -> tuple[str, str]:
+    """What a lost rank's line tells the user to do, and the same as a gerund. On one machine there are no other
+    nodes to start: the one command that launched the ranks starts them all again."""
+    if info.nodes > 1:
+        return "start every node again", "starting every node again"
+    return "run the same command again", "running the same command again"
 
 
 def _time_progress(cfg: Config, elapsed_s: float) -> float:

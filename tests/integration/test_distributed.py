@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +117,39 @@ def test_losing_rank_0_tells_rank_1_which_checkpoint_the_run_resumes_from_in_one
     assert said and not said.group(1).endswith("...") and "pair.cc" not in said.group(1), line
     assert line.endswith("the run resumes from step 10 (ckpt-000000010.pt, the newest checkpoint rank 0 reported); "
                          "start every node again to resume"), line
+
+
+def test_a_lost_rank_on_one_machine_says_to_run_the_same_command_again(tmp_path):
+    """One machine, two ranks (#42): there is no other node to start, so the line does not say to start every node."""
+    run, port = tmp_path / "run", free_port()
+    env = {**os.environ, "NPROC_PER_NODE": "2", "MASTER_PORT": str(port)}
+    launch = subprocess.Popen([sys.executable, "-m", "selfplay", "launch", "--config", "tictactoe", f"--run.dir={run}",
+                               "--actors.count=1", "--run.log_every_seconds=2", "--dist.timeout_s=60"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_steps(run)
+        os.kill(_rank_pid(port, rank=1), signal.SIGKILL)  # the rank alone: torchrun and rank 0 live on
+        out, _ = launch.communicate(timeout=180)
+    finally:
+        _kill_tree(launch.pid)
+    assert launch.returncode != 0
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("selfplay: error: rank 0 lost contact with another rank at step "), out
+    assert line.endswith("written now); run the same command again to resume") and "every node" not in out, line
+
+
+def _rank_pid(master_port: int, rank: int) -> int:
+    """The process of one rank of the launch that serves ``master_port``, found by the variables torchrun gave it."""
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = dict(item.split(b"=", 1) for item in (proc / "environ").read_bytes().split(b"\0") if b"=" in item)
+            command = (proc / "cmdline").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if (environ.get(b"MASTER_PORT") == str(master_port).encode() and environ.get(b"RANK") == str(rank).encode()
+                and b"selfplay\0train" in command):
+            return int(proc.name)
+    raise AssertionError(f"no rank {rank} of the launch on port {master_port}")
 
 
 def _kill_tree(pid: int) -> None:

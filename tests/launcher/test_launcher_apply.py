@@ -1,11 +1,13 @@
 """gantry apply: preflight (fake Compute API), then the real terraform on the provider-free module."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
-from launcher_helpers import needs_terraform
+from launcher_helpers import isolated_environ, needs_terraform
 
 pytestmark = [pytest.mark.terraform, needs_terraform,
               pytest.mark.filterwarnings("ignore:The 'warn' method is deprecated:DeprecationWarning")]
@@ -29,7 +31,7 @@ def last_line(text: str) -> str:
 
 def test_apply_runs_preflight_then_terraform(cli, deployment):
     deployment.write(node_count=2)
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.OK, result.output
     out = result.stdout
     assert out.index("[ ok ] project") < out.index("terraform init") < out.index("Apply complete!")
@@ -41,7 +43,7 @@ def test_apply_runs_preflight_then_terraform(cli, deployment):
 
 def test_stockout_names_zones_with_capacity_and_what_was_left(cli, deployment):
     deployment.write(fail_with=STOCKOUT)
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.ERROR
     error = last_line(result.stderr)
     assert error.startswith("gantry: error: terraform apply failed. Stock-out: zone us-central1-a has no capacity "
@@ -55,7 +57,7 @@ def test_stockout_names_zones_with_capacity_and_what_was_left(cli, deployment):
 
 def test_a_plain_text_stockout_lists_the_zones_that_offer_the_shape(cli, deployment):
     deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
-    error = last_line(cli("apply").stderr)
+    error = last_line(cli("apply", "-y").stderr)
     assert "Other zones of us-central1 offer c4-highcpu-16: us-central1-b, us-central1-c." in error
     assert 'Set zone = "us-central1-b"' in error
 
@@ -64,7 +66,7 @@ def test_a_stockout_when_compute_cannot_say_where_else_points_at_preflight(cli, 
     deployment.write(fail_with="Error: ZONE_RESOURCE_POOL_EXHAUSTED in zones/us-central1-a")
     denied = "Required 'compute.machineTypes.list' permission for 'projects/demo-project'"
     fake.errors["/aggregated/"] = (403, "forbidden", denied)
-    error = last_line(cli("apply", "--skip-preflight").stderr)
+    error = last_line(cli("apply", "-y", "--skip-preflight").stderr)
     assert "`make preflight` lists the zones that offer the shape" in error
 
 
@@ -78,7 +80,7 @@ def node_ids(deployment) -> dict[int, str]:
 def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_there(cli, deployment):
     deployment.write(fallback_zones=["us-central1-b", "us-central1-c"],
                      stocked_out_zones=["us-central1-a", "us-central1-b"])
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.OK, result.output
     out = result.stdout
     assert "[ ok ] fallback zones: us-central1-b, us-central1-c offer c4-highcpu-16" in out
@@ -91,7 +93,7 @@ def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_ther
 
     # zone has capacity again and the user adds a node: node 0 stays in us-central1-c, not recreated in -a
     deployment.write(node_count=2, fallback_zones=["us-central1-b", "us-central1-c"])
-    grown = cli("apply")
+    grown = cli("apply", "-y")
     assert grown.status == ExitStatus.OK, grown.output
     assert "The nodes are in us-central1-c, where a stock-out in us-central1-a moved them" in grown.stdout
     assert Terraform(deployment.infra).outputs()["zone"] == "us-central1-c"
@@ -101,7 +103,7 @@ def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_ther
 def test_when_every_zone_is_stocked_out_none_of_them_is_suggested(cli, deployment):
     deployment.write(fallback_zones=["us-central1-b", "us-central1-c"],
                      stocked_out_zones=["us-central1-a", "us-central1-b", "us-central1-c"])
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.ERROR
     error = last_line(result.stderr)
     assert error.startswith("gantry: error: terraform apply failed. Stock-out: zones us-central1-a, us-central1-b, "
@@ -112,7 +114,7 @@ def test_when_every_zone_is_stocked_out_none_of_them_is_suggested(cli, deploymen
 
 def test_only_a_stockout_moves_zones(cli, deployment):
     deployment.write(fallback_zones=["us-central1-b"], fail_with=QUOTA)
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.ERROR
     assert "Moving to" not in result.stdout and "Quota: quota NVIDIA_T4_GPUS" in last_line(result.stderr)
 
@@ -128,7 +130,7 @@ def test_preflight_warns_of_a_fallback_zone_without_the_shape(cli, deployment):
 
 def test_quota_exceeded_during_apply(cli, deployment):
     deployment.write(fail_with=QUOTA)
-    result = cli("apply", "--skip-preflight")
+    result = cli("apply", "-y", "--skip-preflight")
     assert result.status == ExitStatus.ERROR
     error = last_line(result.stderr)
     assert "Quota: quota NVIDIA_T4_GPUS in us-central1 is too low (limit 0.0)" in error
@@ -138,7 +140,7 @@ def test_quota_exceeded_during_apply(cli, deployment):
 def test_preflight_blocker_stops_before_terraform(cli, deployment, fake):
     fake.project_quotas["GPUS_ALL_REGIONS"] = (0, 0)
     deployment.write(use_gpu=True)
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.CHECK_FAILED
     assert "nothing was created" in result.stderr
     assert "terraform init" not in result.stdout
@@ -146,7 +148,7 @@ def test_preflight_blocker_stops_before_terraform(cli, deployment, fake):
 
 
 def test_missing_tfvars(cli):
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.ERROR
     assert "terraform.tfvars not found. Copy infra/terraform.tfvars.example" in result.stderr
 
@@ -155,7 +157,7 @@ def test_terraform_not_installed(cli, deployment, tmp_path, monkeypatch):
     deployment.write()
     (tmp_path / "empty-bin").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    result = cli("apply")
+    result = cli("apply", "-y")
     assert result.status == ExitStatus.ERROR
     assert last_line(result.stderr).startswith("gantry: error: terraform not found")
     assert "developer.hashicorp.com/terraform/install" in result.stderr
@@ -163,7 +165,7 @@ def test_terraform_not_installed(cli, deployment, tmp_path, monkeypatch):
 
 def test_unrecognised_failure_keeps_terraforms_words(cli, deployment):
     deployment.write(fail_with="Error: googleapi: Error 400: Invalid value for field 'resource.labels'")
-    result = cli("apply", "--skip-preflight")
+    result = cli("apply", "-y", "--skip-preflight")
     assert result.status == ExitStatus.ERROR
     error = last_line(result.stderr)
     assert error.startswith("gantry: error: terraform apply failed (exit 1)")
@@ -192,7 +194,7 @@ NO_WAIT = {"GANTRY_APPLY_RETRY_WAIT_S": "0.1"}
 ])
 def test_a_fresh_projects_first_apply_waits_and_applies_once_more(cli, deployment, text, why):
     deployment.write(fail_once_with=text)
-    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    result = cli("apply", "-y", "--skip-preflight", environ=NO_WAIT)
     assert result.status == ExitStatus.OK, result.output
     assert why in result.stdout
     assert result.stdout.count("Apply complete!") == 1
@@ -211,7 +213,7 @@ def test_a_setup_api_that_is_off_is_not_waited_for_but_named_with_its_enable_com
     """Terraform enables APIs through Service Usage and grants roles through Resource Manager: when either is off,
     another try cannot help (issue 32), so apply fails at once with the command that fixes it."""
     deployment.write(fail_with=CRM_DISABLED)
-    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    result = cli("apply", "-y", "--skip-preflight", environ=NO_WAIT)
     assert result.status == ExitStatus.ERROR
     assert "Applying once more" not in result.stdout
     assert "gcloud services enable cloudresourcemanager.googleapis.com --project=demo-project" in result.stderr
@@ -219,7 +221,7 @@ def test_a_setup_api_that_is_off_is_not_waited_for_but_named_with_its_enable_com
 
 def test_an_api_that_stays_disabled_fails_after_one_more_try(cli, deployment):
     deployment.write(fail_with=JUST_ENABLED)
-    result = cli("apply", "--skip-preflight", environ=NO_WAIT)
+    result = cli("apply", "-y", "--skip-preflight", environ=NO_WAIT)
     assert result.status == ExitStatus.ERROR
     assert result.stdout.count("Applying once more") == 1
     assert last_line(result.stderr).startswith("gantry: error: terraform apply failed")
@@ -246,3 +248,18 @@ def test_apply_y_does_not_ask(cli, deployment):
     result = cli("apply", "-y", answer="n")  # a terminal that would say no: -y never asks it
     assert result.status == ExitStatus.OK, result.output
     assert "Create it and start billing?" not in result.stdout and "Billing: $0.69/h per node" in result.stdout
+
+
+def test_apply_without_a_terminal_or_y_refuses_in_one_line_and_creates_nothing(fake, apis, deployment, tmp_path):
+    """`make apply < /dev/null` (#42): the verb that starts billing goes on only when someone said yes."""
+    deployment.write(node_count=2)
+    environ = isolated_environ(tmp_path, GANTRY_COMPUTE_ENDPOINT=fake.endpoint, GANTRY_GOOGLEAPIS_ENDPOINT=apis.endpoint)
+    result = subprocess.run([sys.executable, "-m", "gantry", "apply", "--infra-dir", str(deployment.infra)],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=environ, timeout=120,
+                            check=False, cwd=deployment.root)
+    assert result.returncode == ExitStatus.ERROR, result.stdout + result.stderr
+    said = ("gantry: error: apply asks before it goes on and stdin is not a terminal; nothing was created. Run it at "
+            "a terminal, or pass -y to go on without the question (`make apply ARGS=-y`).")
+    assert result.stderr.splitlines() == [said], result.stderr
+    assert "Billing: $0.69/h per node" in result.stdout  # the bill is stated before the refusal
+    assert "terraform init" not in result.stdout and not deployment.state_file().exists()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from gantry import cost
-from launcher_helpers import gantry_deployment, needs_terraform
+from launcher_helpers import REPO, gantry_deployment, needs_terraform
 
 # the deployments are infra/'s defaults, read through the terraform binary
 pytestmark = needs_terraform
@@ -127,6 +127,9 @@ def test_make_cost_shows_both_default_time_limits():
     assert 60 * default.max_run_hours > DEFAULT_RUN_MAX_MINUTES  # the trainer checkpoints before GCE stops it
     text = "\n".join(cost.render(cost.estimate(default)))
     assert f"a run of max_run_hours = {default.max_run_hours:g}" in text
-    assert f"run.max_minutes = {DEFAULT_RUN_MAX_MINUTES}" in text and "--run.max_minutes=N" in text
+    assert f"run.max_minutes = {DEFAULT_RUN_MAX_MINUTES} minutes, gantry run's default" in text
+    assert "--run.max_minutes=N" in text
+    readme = " ".join((REPO / "README.md").read_text().split())  # the README says whose default it is, not the trainer's
+    assert f"`gantry run`'s default budget of {DEFAULT_RUN_MAX_MINUTES} minutes" in readme
     assert f"power off after max_run_hours = {default.max_run_hours:g} hours up" in text
     assert text.count("0 = no limit") == 2  # each limit says how to remove it

@@ -19,7 +19,7 @@ def deployment(tf_deployment):
 @pytest.fixture
 def applied(cli, deployment):
     deployment.write(node_count=2)
-    assert cli("apply", "--skip-preflight").status == ExitStatus.OK
+    assert cli("apply", "-y", "--skip-preflight").status == ExitStatus.OK
     return deployment
 
 
@@ -58,7 +58,7 @@ def test_leftover_vm_and_address(cli, applied, fake):
 
 def test_bucket_with_run_data_is_kept(cli, deployment):
     deployment.write(bucket_holds_data=True)
-    assert cli("apply", "--skip-preflight").status == ExitStatus.OK
+    assert cli("apply", "-y", "--skip-preflight").status == ExitStatus.OK
     result = cli("destroy", "-y")
     assert result.status == ExitStatus.OK, result.output
     assert "nothing left billing" in result.stdout
@@ -97,7 +97,9 @@ def test_asks_before_destroying(cli, applied):
 def test_refuses_without_a_terminal_or_yes(cli, applied):
     result = cli("destroy")
     assert result.status == ExitStatus.ERROR
-    assert "Pass -y" in result.stderr
+    said = ("gantry: error: destroy asks before it goes on and stdin is not a terminal; nothing was destroyed. Run it "
+            "at a terminal, or pass -y to go on without the question (`make destroy ARGS=-y`).")
+    assert result.stderr.splitlines() == [said]  # apply's line too: Environment.confirm_or_refuse
     assert "terraform_data.network" in applied.state_file().read_text()
 
 

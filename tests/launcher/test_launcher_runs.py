@@ -140,6 +140,8 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
     (["--", "--search.simulations=abc"], ("the trainer refuses its settings: search.simulations='abc' must be an "
                                          "integer")),
     (["--config", "tictactoe", "--", "--serch.simulations=5"], "the trainer refuses its settings: "),
+    # every field is checked from its declaration (#42): a seed numpy refuses never reaches a node
+    (["--", "--run.seed=-1"], "the trainer refuses its settings: run.seed=-1 must be in 0..4294967295"),
 ])
 def test_run_refuses_a_bad_program_in_one_line_before_touching_a_node(cli, fake, world, registry, words, problem):
     words = [w.replace("IMAGE", f"{registry.host}/demo-project/gantry/mine:v1") for w in words]

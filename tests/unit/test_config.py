@@ -62,7 +62,7 @@ def test_a_tab_in_the_yaml_is_named_with_its_line_and_column(tmp_path):
 def test_cli_prints_one_line_and_exits_2_on_a_bad_config(capsys):
     assert main(["train", "--config", "connect4", "--search.c_puct=-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["selfplay: error: search.c_puct=-1.0 must be > 0"]
+    assert err == ["selfplay: error: search.c_puct=-1.0 must be in (0, 1000]"]
     assert main(["train", "--config", "go"]) == 2
     assert "choose one of connect4, tictactoe" in capsys.readouterr().err
 

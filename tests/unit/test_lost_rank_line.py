@@ -39,8 +39,16 @@ def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_pas
 
 def test_a_rank_that_loses_rank_0_before_any_checkpoint_says_there_is_none():
     reset = "[gloo/transport/tcp/pair.cc:537] Read error [10.0.0.2]:4242: Connection reset by peer. This is ..."
-    assert lost_rank_line(DistInfo(1, 2), 37, reset, None) == (
+    assert lost_rank_line(DistInfo(1, 2, nodes=2), 37, reset, None) == (
         "rank 1 lost contact with another rank at step 37 (Read error [10.0.0.2]:4242: Connection reset by peer): "
         "rank 0 reported no checkpoint, so starting every node again starts the run over from step 0")
-    assert lost_rank_line(DistInfo(0, 2), 40, "Connection closed by peer", 40).endswith(
+    assert lost_rank_line(DistInfo(0, 2, nodes=2), 40, "Connection closed by peer", 40).endswith(
         ": the run resumes from step 40 (ckpt-000000040.pt, written now); start every node again to resume")
+
+
+def test_a_lost_rank_on_one_machine_says_to_run_the_same_command_again_not_to_start_every_node():
+    one_machine = DistInfo(1, 2, nodes=1)
+    assert lost_rank_line(one_machine, 37, "Connection reset by peer", None).endswith(
+        ": rank 0 reported no checkpoint, so running the same command again starts the run over from step 0")
+    assert lost_rank_line(DistInfo(0, 2, nodes=1), 40, "Connection closed by peer", 40).endswith(
+        ": the run resumes from step 40 (ckpt-000000040.pt, written now); run the same command again to resume")

@@ -70,6 +70,24 @@ class Environment:
         print(f"{question} [y/N] ", end="", file=self.stdout, flush=True)
         return self.stdin.readline().strip().lower() in ("y", "yes")
 
+    def confirm_or_refuse(self, question: str, *, yes: bool, verb: str, nothing: str, flag: str = "-y",
+                          make: str = "") -> None:
+        """The one way a verb that bills or deletes asks (apply, destroy, stop; run's --replace): ``yes`` (the
+        verb's -y) goes on without asking; else a terminal is asked ``question``, and any answer but y refuses;
+        without a terminal (a script, `make apply < /dev/null`) it refuses at once, since no one said yes. A
+        refusal is one GantryError line: what did not happen (``nothing``, e.g. "nothing was created") and the
+        flag that goes on without the question (``make``: the make target that runs the verb)."""
+        if yes:
+            return
+        make = make or f"make {verb}"
+        if not self.stdin.isatty():
+            raise GantryError(f"{verb} asks before it goes on and stdin is not a terminal; {nothing}",
+                              f"Run it at a terminal, or pass {flag} to go on without the question "
+                              f"(`{make} ARGS={flag}`).")
+        if not self.confirm(question):
+            raise GantryError(f"{verb} cancelled; {nothing}",
+                              f"Run `{make}` again and answer y, or `{make} ARGS={flag}` to skip the question.")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gantry", description=DESCRIPTION, epilog=EPILOG,

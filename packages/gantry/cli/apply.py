@@ -27,7 +27,8 @@ left, a quota), what Terraform already created is listed: run `make apply` again
 fixed, or `make destroy` to remove it.
 
 Before Terraform runs it says what it will create and what that bills per hour, and asks
-at a terminal (-y does not ask; neither does a run without a terminal, as in a script).
+at a terminal; -y does not ask. Without a terminal (a script) and without -y it refuses,
+with nothing created: the verb that starts billing goes on only when someone said yes.
 
 examples:
   gantry apply
@@ -42,7 +43,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-preflight", action="store_true",
                         help="do not run the Compute API checks first (Terraform still fails on real problems)")
     parser.add_argument("-y", "--yes", action="store_true",
-                        help="do not ask before creating (scripts; without a terminal apply does not ask either)")
+                        help="do not ask before creating (scripts: without a terminal and -y apply refuses)")
 
 
 def run(args, env) -> ExitStatus:
@@ -81,8 +82,8 @@ def run(args, env) -> ExitStatus:
 
 
 def confirm(d, estimate, args, env) -> None:
-    """Say what apply creates and what it bills, then ask at a terminal (SkyPilot's launch: the cost before the
-    question). Without a terminal (scripts, CI) it goes on, as -y does: a script has no one to ask."""
+    """Say what apply creates and what it bills, then ask (SkyPilot's launch: the cost before the question); -y
+    goes on, no terminal refuses: the one verb that starts billing is the strictest."""
     nodes = f"{d.node_count} x {f'{d.tpu_type} TPU VM' if d.use_tpu else d.shape} ({'Spot' if d.spot else 'on-demand'})"
     env.say("", f"To create in project {d.project_id}, zone {d.zone}: {nodes}, and the network, service account, "
                 "image registry and bucket they use.")
@@ -90,11 +91,7 @@ def confirm(d, estimate, args, env) -> None:
         env.say(f"Billing: ${estimate.node_hourly:.2f}/h per node, ${estimate.hourly:.2f}/h in total, from now until "
                 f"the nodes power off or `make destroy`" + (" (free under a TRC allocation)." if estimate.free_under_trc
                                                                else "."))
-    if args.yes or not env.stdin.isatty():
-        return
-    if not env.confirm("Create it and start billing?"):
-        raise GantryError("apply cancelled; nothing was created",
-                          "Run `make apply` again and answer y, or `make apply ARGS=-y` to skip the question.")
+    env.confirm_or_refuse("Create it and start billing?", yes=args.yes, verb="apply", nothing="nothing was created")
 
 
 def _zones_to_try(d, outputs: dict, env) -> list[str]:

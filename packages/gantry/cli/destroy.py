@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gantry import bucket, config, diagnose, inventory
-from gantry.errors import GantryError, TerraformError
+from gantry.errors import TerraformError
 from gantry.gcp import Compute, GoogleApis
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
@@ -38,13 +38,9 @@ def add_arguments(parser) -> None:
 def run(args, env) -> ExitStatus:
     deployment = config.load(args.var_file, args.infra_dir)
     data = "AND the bucket with every run's checkpoints" if args.delete_data else "(the run data bucket is kept)"
-    if not args.yes:
-        if not env.stdin.isatty():
-            raise GantryError("destroy asks for confirmation and stdin is not a terminal",
-                              "Pass -y to confirm (make destroy ARGS=-y).")
-        if not env.confirm(f"Delete deployment {deployment.deployment_name!r} in project "
-                           f"{deployment.project_id}: all its VMs, disks and network {data}?"):
-            raise GantryError("cancelled; nothing was destroyed", "Run `make destroy` again and answer y.")
+    env.confirm_or_refuse(f"Delete deployment {deployment.deployment_name!r} in project {deployment.project_id}: "
+                          f"all its VMs, disks and network {data}?", yes=args.yes, verb="destroy",
+                          nothing="nothing was destroyed")
 
     tf = Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr)
     env.say(f"== terraform init ({tf.working_dir}) ==")

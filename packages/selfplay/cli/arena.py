@@ -43,7 +43,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", default="", help="with --every-checkpoint: also write the ladder here")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def run(args, _overrides) -> int:

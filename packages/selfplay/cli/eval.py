@@ -23,7 +23,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
     parser.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
     parser.add_argument("--json", default="", help="also write the results here")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def run(args, _overrides) -> int:

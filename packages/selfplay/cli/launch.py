@@ -70,7 +70,8 @@ def run(args, overrides) -> int:
         _check_port_free(port)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--node-rank={node_rank}",
            f"--nproc-per-node={nproc}", f"--master-addr={addr}", f"--master-port={port}", "--max-restarts=0",
-           "-m", "selfplay", "train", "--config", str(resolve_config(args.config)), *overrides]
+           "-m", "selfplay", "train", "--config", str(resolve_config(args.config)), *overrides,
+           *(["--debug"] if args.debug else [])]
     print(f"launch: node {node_rank}/{nnodes}, {nproc} rank(s) here, master {addr}:{port}", flush=True)
     report = Path(tempfile.gettempdir()) / f"selfplay-torchrun-{os.getpid()}.log"
     # Each rank sets its own thread counts (actors 1, the learner the cores they leave); naming the variable
