@@ -280,7 +280,7 @@ def test_stop_sets_action_stop_on_every_started_node(cli, world, deployment):
     deployment.write()  # the settings `make apply` used: stop says when idle_shutdown_minutes powers the nodes off
     assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
     refused = cli("stop", environ=world["environ"])
-    assert refused.status == ExitStatus.ERROR and "Pass -y" in refused.stderr
+    assert refused.status == ExitStatus.ERROR and "pass -y to go on" in refused.stderr
     result = cli("stop", "-y", "--no-wait", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     for vm in world["vms"]:

@@ -56,11 +56,8 @@ def run(args, env) -> ExitStatus:
         after_stop(api, cluster, args, env)
         return ExitStatus.OK
     run_ids = sorted({spec.run_id for spec in active.values()})
-    if not args.yes:
-        if not env.stdin.isatty():
-            raise GantryError("stop asks for confirmation and stdin is not a terminal", "Pass -y (make stop ARGS=-y).")
-        if not env.confirm(f"Stop run {', '.join(run_ids)} on {len(active)} node(s) (a final checkpoint is kept)?"):
-            raise GantryError("cancelled; nothing was stopped", "Run `make stop` again and answer y.")
+    env.confirm_or_refuse(f"Stop run {', '.join(run_ids)} on {len(active)} node(s) (a final checkpoint is kept)?",
+                          yes=args.yes, verb="stop", nothing="nothing was stopped")
     for node, spec in active.items():
         api.write_spec(node, dataclasses.replace(spec, action="stop"))
         env.say(f"  node {node.rank} {node.name}: stop requested")
