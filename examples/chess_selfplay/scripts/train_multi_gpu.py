@@ -2,7 +2,7 @@
 
     pip install -r requirements.txt
     python scripts/train_multi_gpu.py --gpus cpu --iterations 3        # CPU: 2 self-play processes
-    python scripts/train_multi_gpu.py --gpus all --iterations 200      # one self-play process per visible GPU
+    python scripts/train_multi_gpu.py --gpus all --iterations 200      # one self-play process per visible GPU (none: CPU)
     python scripts/train_multi_gpu.py --gpus 0,1 --save-dir runs/a     # the GPUs you name
 
 Each iteration: the self-play processes play --games-per-iter games with the newest weights, picking each move by
@@ -14,7 +14,7 @@ SIGTERM or Ctrl-C: the current write is finished, then it exits 143 (128 + SIGTE
 does; the iteration being played is dropped (the newest checkpoint holds everything before it).
 
 Several nodes (torchrun-style environment, read only if present): RANK or NODE_RANK, WORLD_SIZE or NNODES. Each
-node trains its own copy, seeded by its rank; node 0 writes into SAVE_DIR, node N into SAVE_DIR/node-N.
+node trains its own copy, seeded by its rank, into SAVE_DIR on its own disk.
 """
 
 from __future__ import annotations
@@ -170,6 +170,9 @@ def devices(parser: argparse.ArgumentParser, gpus: str, workers: int) -> list[st
     if choice != "all" and not re.fullmatch(r"\d+(,\d+)*", choice):
         parser.error(f"--gpus {gpus!r}: give GPU indices like 0,1, or 'all', or 'cpu'")
     visible = torch.cuda.device_count()
+    if visible == 0 and choice == "all":  # every GPU there is: none, so the CPU, as --gpus cpu
+        print(f"--gpus all: no CUDA device is visible here; self-play on {workers} CPU process(es)", flush=True)
+        return ["cpu"] * workers
     if visible == 0:
         parser.error(f"--gpus {gpus}: no CUDA device is visible here; use --gpus cpu")
     indices = range(visible) if choice == "all" else [int(index) for index in choice.split(",")]
@@ -237,7 +240,7 @@ def learn(net: ValueNet, optimizer, positions: np.ndarray, targets: np.ndarray, 
 def main(argv=None) -> int:
     args = parse_args(argv)
     rank, world = node_from_env()
-    save_dir = Path(args.save_dir) if rank == 0 else Path(args.save_dir) / f"node-{rank}"
+    save_dir = Path(args.save_dir)  # each node's own disk
     save_dir.mkdir(parents=True, exist_ok=True)
     learner_device = args.devices[0]
     torch.manual_seed(args.seed + rank)
