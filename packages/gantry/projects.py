@@ -15,8 +15,10 @@ import re
 import subprocess
 from pathlib import Path
 
-# Leave-outs no project wants in an image, whatever its ignore files say (gantry.project_build reports them).
-ALWAYS_LEFT_OUT = (".git",)
+# Leave-outs no project wants in an image, whatever its ignore files say (gantry.project_context reports them;
+# a folder holding pyvenv.cfg or conda-meta, a virtual environment, too). .devcontainer is `gantry devcontainer`'s:
+# writing it must not change the image's version.
+ALWAYS_LEFT_OUT = (".git", "__pycache__", ".devcontainer")
 
 
 def name(project: Path) -> str:
