@@ -129,7 +129,9 @@ def conflict(line: Line, flavour: str, pins: dict) -> str | None:
     if not any(spec.operator == "==" and "+" in spec.version for spec in requirement.specifier) \
             and requirement.specifier.contains(pins["torch"], prereleases=True):
         return None  # torch>=2.0: the image's local label (+cpu) is no matter to a range
-    return f"{line.text} asks for torch {requirement.specifier}, the {flavour} image's is {image}"
+    specs = list(requirement.specifier)
+    asked = specs[0].version if len(specs) == 1 and specs[0].operator in ("==", "===") else requirement.specifier
+    return f"{line.text} asks for torch {asked}, the {flavour} image's is {image}"
 
 
 def check(project: Path, kind: str, flavour: str, pins: dict) -> None:
