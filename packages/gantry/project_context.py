@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gantry.errors import GantryError
-from gantry.projects import ALWAYS_LEFT_OUT
 
 DEFAULT_MAX_CONTEXT_MB = 500
 MB = 1_000_000
 VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+# Leave-outs no project wants in an image, whatever its ignore files say. .devcontainer is `gantry devcontainer`'s:
+# writing it must not change the image's version.
+ALWAYS_LEFT_OUT = (".git", "__pycache__", ".devcontainer")
 
 
 @dataclass

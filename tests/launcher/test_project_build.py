@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from gantry import images, project_build, project_context, project_pins, projects
 from gantry.errors import GantryError
-from launcher_helpers import REPO, isolated_environ, run_module
-
 from launch_contract import PROJECT_ROOT
+from launcher_helpers import REPO, isolated_environ, run_module
 
 PINS = images.torch_pins()
 TORCH = PINS["torch"]
