@@ -21,10 +21,11 @@ first when the engine lacks it), with DIR mounted at {PROJECT_ROOT}, the image's
 `gantry run --project DIR -- COMMAND` runs your command in the cloud. Nothing else in DIR is written; an
 existing devcontainer.json is kept unless --force.
 
+Then `devcontainer up --workspace-folder DIR`, or VS Code's "Dev Containers: Reopen in Container".
+
 examples:
   gantry devcontainer --project ../my-trainer
   gantry devcontainer --project ../my-trainer --gpu --force      # the CUDA image, replacing the file
-  devcontainer up --workspace-folder ../my-trainer
 """
 
 
