@@ -183,7 +183,7 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
     client = images.docker_client()
     log.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
-    step, image_id, start = "", None, time.monotonic()
+    step, step_start, image_id, start = "", 0, None, time.monotonic()
     with log.open("w") as out:
         stream = client.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile_name, tag=tag,
                                   buildargs={k: str(v) for k, v in build_args.items()}, decode=True, rm=True,
@@ -191,10 +191,12 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
                                   platform=images.PLATFORM)
         for chunk in stream:
             if "error" in chunk:
-                out.write(chunk["error"])
-                detail = [line for line in lines[-40:] if line.strip() and not line.startswith(" ---> ")]
-                said = detail[-1].strip() if detail and not detail[-1].startswith("Step ") else \
-                    chunk["error"].strip().splitlines()[-1]
+                out.write(chunk["error"] + "\n")
+                error = (chunk["error"].strip().splitlines() or ["unknown error"])[-1]
+                # a RUN that failed: its own last line (pip's ERROR: ...) says more than the engine's exit code
+                printed = [line.strip() for line in lines[step_start:] if line.strip()
+                           and not line.startswith((" ---> ", "Removing intermediate container", "Step "))]
+                said = printed[-1] if printed and "returned a non-zero code" in error else error
                 where = f"at {step}" if step else "before its first step"
                 raise images.ImageBuildError(f"building {tag} failed {where}: {said[:200]}",
                                              f"The full build log is {log}")
@@ -204,6 +206,7 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
                 out.write(line + "\n")
                 lines.append(line)
                 if line.startswith("Step ") and " : " in line:
+                    step_start = len(lines)
                     number, instruction = line.split(" : ", 1)
                     step = f"step {number.split()[1]} ({instruction[:100]})"
                 if line.strip():
@@ -222,16 +225,22 @@ def check_torch(tag: str, flavour: str, pins: dict) -> str:
     source = f"PyPI's, the CUDA {pins['cuda']} build" if flavour == "cuda" else f"from {pins['cpu_index_url']}"
     fix = (f"Install torch=={pins['torch']} ({source}) in your Dockerfile, or remove the Dockerfile and list your "
            f"packages in requirements.txt: gantry then adds the flavour's torch")
+    # created, then started: a start that fails (no `python`) must not leave the container behind
+    container = images.docker_client().containers.create(tag, entrypoint=["python", "-c", TORCH_PROBE],
+                                                          network_mode="none", user=IMAGE_USER)
     try:
-        output = images.docker_client().containers.run(tag, entrypoint=["python", "-c", TORCH_PROBE], remove=True,
-                                                       network_mode="none", user=IMAGE_USER)
-    except docker.errors.ContainerError as e:
-        said = (e.stderr or b"").decode(errors="replace").strip().splitlines()
-        raise GantryError(f"{tag} has no torch its python can import ({said[-1] if said else e.exit_status})",
-                          fix) from None
-    except docker.errors.APIError as e:
-        raise GantryError(f"{tag} has no `python` to run ({str(e.explanation or e)[:160]})",
-                          "Put python on the image's PATH (the agent runs your command as given)") from None
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            raise GantryError(f"{tag} has no `python` to run ({str(e.explanation or e)[:160]})",
+                              "Put python on the image's PATH (the agent runs your command as given)") from None
+        status = container.wait(timeout=600).get("StatusCode")
+        output = container.logs(stdout=True, stderr=False)
+        if status != 0:
+            said = container.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
+            raise GantryError(f"{tag} has no torch its python can import ({said[-1] if said else status})", fix)
+    finally:
+        container.remove(force=True)
     version, cuda = output.decode().split()[-2:]
     cuda = None if cuda == "None" else cuda
     if flavour != "cuda" and cuda is not None:
