@@ -96,8 +96,8 @@ def dockerfile(kind: str, has_dependencies: bool, root: Path = images.REPO_ROOT)
               f"WORKDIR {PROJECT_ROOT}",
               f"COPY --chown={IMAGE_USER} {IN_CONTEXT}/ {PROJECT_ROOT}/"]
     if kind == "pyproject.toml":  # from a copy: the build's own files (build/, *.egg-info) stay out of the WORKDIR
-        lines.append(f"RUN cp -r {PROJECT_ROOT} /tmp/src && /opt/venv/bin/pip install --no-deps /tmp/src "
-                     f"&& rm -rf /tmp/src")
+        lines.append(f"RUN cp -r {PROJECT_ROOT} /tmp/src && PIP_CERT=/etc/ssl/certs/ca-certificates.crt "
+                     f"PIP_NO_CACHE_DIR=1 /opt/venv/bin/pip install --no-deps /tmp/src && rm -rf /tmp/src")
     lines.append(f"USER {IMAGE_USER}")
     return "\n".join(lines) + "\n"
 

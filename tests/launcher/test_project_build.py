@@ -154,9 +154,9 @@ def test_the_generated_dockerfile_layers_torch_then_dependencies_then_code():
         return max(n for n, line in enumerate(lines) if line.startswith(prefix))  # the last: the image's own stage
     assert at(project_build.TORCH_STEP) < at("COPY gantry/deps/") < at(project_build.DEPS_STEP) < at("FROM ${BASE_IMAGE}") \
         < at(f"WORKDIR {PROJECT_ROOT}") < at(f"COPY --chown=1000:1000 project/ {PROJECT_ROOT}/") \
-        < at("RUN cp -r /workspace /tmp/src && /opt/venv/bin/pip install --no-deps") < at("USER 1000:1000")
+        < at("RUN cp -r /workspace /tmp/src && PIP_CERT=") < at("USER 1000:1000")
     assert "-c /tmp/deps/torch-constraint.txt" in lines[at(project_build.DEPS_STEP)]
-    assert "ENV PATH=/opt/venv/bin:${PATH}" in text and "ENTRYPOINT" not in text
+    assert "/opt/venv/bin/pip install --no-deps /tmp/src" in text and "ENV PATH=/opt/venv/bin:${PATH}" in text and "ENTRYPOINT" not in text
     plain = project_build.dockerfile("requirements.txt", has_dependencies=False)
     assert project_build.DEPS_STEP not in plain and "--no-deps" not in plain
 
