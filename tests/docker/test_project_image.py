@@ -5,6 +5,7 @@ that fails names its step and the log; one without torch is refused after its bu
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         cpu_image, local_base, tmp_path, record_property):
     project = tmp_path / "tiny-trainer"
     project.mkdir()
-    (project / "requirements.txt").write_text("six==1.17.0\n")  # small, pure Python
+    # six: small, pure Python; the comment makes this run's dependency layer its own, so the first build's time is
+    # that of a first build (torch aside), not of an earlier session's cached layer
+    (project / "requirements.txt").write_text(f"six==1.17.0\n# test run {uuid.uuid4().hex}\n")
     (project / "main.py").write_text(CODE.format(mark="first"))
     tags = []
     try:
@@ -39,6 +42,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         first = build(project, local_base, lines)
         tags.append(first.tag)
         assert first.torch_reused(), "\n".join(lines[-60:])  # the kit's image (cpu_image) built that layer
+        assert [c for s, c in first.steps.items() if s.startswith(project_build.DEPS_STEP)] == [False]
         assert run_code(first.tag) == f"first 1.17.0 {images.torch_pins()['torch']}+cpu None"
 
         (project / "main.py").write_text(CODE.format(mark="second"))
