@@ -244,3 +244,25 @@ def test_devcontainer_writes_the_project_image_and_keeps_an_existing_file(tmp_pa
     assert again.returncode == 1 and again.stderr.strip() == f"gantry: error: {target} exists. Pass --force to replace it"
     forced = run_module(["devcontainer", "--project", str(project), "--cpu", "--no-build", "--force"], REPO, environ)
     assert forced.returncode == 0, forced.stderr
+
+
+def test_a_project_image_is_pushed_where_gantry_projects_names_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from gantry.cli import Environment, push
+    from gantry.status import ExitStatus
+
+    project = write(tmp_path / "my-trainer", {"requirements.txt": "six\n"})
+    repository = "us-central1-docker.pkg.dev/demo-project/gantry"
+    pushed = {}
+    monkeypatch.setattr(push, "Terraform", lambda *a, **k: SimpleNamespace(
+        outputs=lambda: {"image_repository_url": repository}))
+    monkeypatch.setattr(push.registry, "push_auth", lambda host: None)
+    monkeypatch.setattr(push.registry, "push", lambda local, target, tag, auth, say: pushed.update(
+        local=local, target=f"{target}:{tag}") or f"{target}@sha256:ab")
+    said = io.StringIO()
+    assert push.publish(SimpleNamespace(infra_dir=tmp_path), Environment(stdout=said), "cuda",
+                        project=project) == ExitStatus.OK
+    assert pushed == {"local": projects.local_ref(project, "cuda"),
+                      "target": projects.image_ref(repository, project, "cuda")}
+    assert f"`gantry run --project {project} -- COMMAND` runs it" in said.getvalue()
