@@ -2,6 +2,7 @@
 #   make build-train                      # CPU, CUDA or TPU image (use_gpu / use_tpu in infra/terraform.tfvars), pushed
 #   make build-train GPU=1                # the CUDA image whatever tfvars says (GPU=0: the CPU image; ARGS=--tpu: TPU)
 #   make build-train ARGS=--no-push       # build here only (make train-docker runs it)
+#   make build-train PROJECT=../my-trainer   # your own project folder instead (gantry build --project)
 #   make docker-base && make build-train BASE_IMAGE=gantry-base:bookworm    # no registry reachable
 #   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"
 
@@ -15,7 +16,7 @@ BUILD_FLAGS  ?=
 
 build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
-		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(BUILD_FLAGS) $(ARGS)
+		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(PROJECT),--project $(PROJECT)) $(BUILD_FLAGS) $(ARGS)
 
 train-docker: ## train in the local CPU image (make build-train first); Ctrl-C checkpoints, runs land in ./runs
 	@docker image inspect $(TRAIN_IMAGE) >/dev/null 2>&1 || { echo "gantry: error: no local image $(TRAIN_IMAGE). \

@@ -126,23 +126,35 @@ def default_ca_certs() -> list[Path]:
 def build_context(root: Path, dockerfile: str, wheels: Iterable[Path] = (), ca_certs: Iterable[Path] = ()):
     """An uncompressed tar of ``root`` minus .dockerignore, with the wheels under docker/wheels/ and the
     certificates under docker/certs/ (the Dockerfiles' default WHEEL_DIR and CA_CERTS_DIR)."""
-    from docker.utils.build import create_archive, exclude_paths
+    from docker.utils.build import create_archive
+
+    context = tempfile.NamedTemporaryFile(prefix="gantry-context-", suffix=".tar")  # noqa: SIM115 (returned)
+    create_archive(str(root), files=context_paths(root, dockerfile), fileobj=context)
+    with tarfile.open(fileobj=context, mode="a") as tar:
+        add_wheels_and_certs(tar, wheels, ca_certs)
+    context.seek(0)
+    return context
+
+
+def context_paths(root: Path, dockerfile: str) -> list[str]:
+    """The paths (files and folders) of ``root`` that its .dockerignore lets into a build context."""
+    from docker.utils.build import exclude_paths
 
     ignore = root / ".dockerignore"
     patterns = [line.strip() for line in ignore.read_text().splitlines()
                 if line.strip() and not line.startswith("#")] if ignore.is_file() else []
-    files = sorted(exclude_paths(str(root), patterns, dockerfile=dockerfile))
-    context = tempfile.NamedTemporaryFile(prefix="gantry-context-", suffix=".tar")  # noqa: SIM115 (returned)
-    create_archive(str(root), files=files, fileobj=context)
-    with tarfile.open(fileobj=context, mode="a") as tar:
-        for wheel in wheels:
-            tar.add(wheel, arcname=f"docker/wheels/{wheel.name}")
-        for n, cert in enumerate(ca_certs):
-            if not cert.is_file():
-                raise ImageBuildError(f"CA certificate {cert} not found", "Pass --ca-cert a PEM file.")
-            tar.add(cert, arcname=f"docker/certs/extra-{n}-{cert.stem}.crt")
-    context.seek(0)
-    return context
+    return sorted(exclude_paths(str(root), patterns, dockerfile=dockerfile))
+
+
+def add_wheels_and_certs(tar: tarfile.TarFile, wheels: Iterable[Path] = (), ca_certs: Iterable[Path] = ()) -> None:
+    """The wheels under docker/wheels/ and the certificates under docker/certs/ of a context being written (the
+    same names in every image's context, so the engine's cache shares the torch layer they feed)."""
+    for wheel in wheels:
+        tar.add(wheel, arcname=f"docker/wheels/{wheel.name}")
+    for n, cert in enumerate(ca_certs):
+        if not cert.is_file():
+            raise ImageBuildError(f"CA certificate {cert} not found", "Pass --ca-cert a PEM file.")
+        tar.add(cert, arcname=f"docker/certs/extra-{n}-{cert.stem}.crt")
 
 
 # ---- the engine -------------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
-# Leave-outs no project wants in an image, whatever its ignore files say (gantry.project_build reports them).
-ALWAYS_LEFT_OUT = (".git",)
+from gantry import project_context
 
 
 def name(project: Path) -> str:
@@ -48,10 +47,8 @@ def content_hash(project: Path, files: list[Path]) -> str:
 
 
 def context_files(project: Path) -> list[Path]:
-    """The files a build of ``project`` sends (gantry.project_build's context, with its ignore rules)."""
-    from gantry import project_build
-
-    return project_build.context_files(project)
+    """The files a build of ``project`` sends (gantry.project_context, with its ignore rules)."""
+    return project_context.context_files(project)
 
 
 def version(project: Path) -> str:

@@ -18,13 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from gantry.cli import apply, build, cost, destroy, fetch, logs, preflight, push, run, status, stop
+from gantry.cli import (
+    apply,
+    build,
+    cost,
+    destroy,
+    devcontainer,
+    fetch,
+    logs,
+    preflight,
+    push,
+    run,
+    status,
+    stop,
+)
 from gantry.config import DEFAULT_INFRA_DIR
 from gantry.errors import GantryError, missing_cloud_extra
 from gantry.status import ExitStatus
 
 # the order of `gantry --help` and of the user's journey
-VERBS = [preflight, cost, apply, build, push, run, status, logs, stop, fetch, destroy]
+VERBS = [preflight, cost, apply, build, push, run, status, logs, stop, fetch, destroy, devcontainer]
 
 DESCRIPTION = """\
 Take the self-play trainer to Google Cloud and back. Settings live in

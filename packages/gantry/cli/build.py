@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gantry import images
+from gantry import images, project_build, project_context
 from gantry.cli import push
 from gantry.status import ExitStatus
 
@@ -19,8 +19,16 @@ created, as REPO/gantry-trainer:cpu|cuda|tpu: `make run-gcp` pins the nodes to t
 Storage in the repository bills per GB-month (the CPU image is ~1.2 GB). Before `make apply` there
 is no repository: the image is built here only (`make train-docker` runs it).
 
+With --project DIR, build your own project folder instead (a Dockerfile of its own, else its
+pyproject.toml's dependencies, else its requirements.txt, on the kit's base and torch of the deployment's
+flavour), tagged NAME:FLAVOUR-VERSION (VERSION: its git commit when clean, else a hash of the files sent),
+and push it to the same repository, where `gantry run --project DIR -- COMMAND` finds it. What the build
+sends honours the project's .dockerignore and .gitignore; .git, virtual environments and __pycache__ stay out.
+
 examples:
   gantry build                                       # use_tpu / use_gpu from infra/terraform.tfvars
+  gantry build --project ../my-trainer               # your own project (make build-train PROJECT=../my-trainer)
+  gantry build --project ../my-trainer --no-push --max-context-mb 2000
   gantry build --no-push                             # build here only
   gantry build --base-image gantry-base:bookworm     # no registry to pull the base from (make docker-base)
   make build-train ARGS="--ca-cert ~/corp-root.crt"
@@ -41,6 +49,10 @@ def add_arguments(parser) -> None:
                         help=f"do not add this host's locally added CAs ({images.HOST_CA_DIR}/*.crt)")
     parser.add_argument("--network", default="host", help="network for RUN steps (default host; 'default' = engine's)")
     parser.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    parser.add_argument("--project", type=Path, default=None, metavar="DIR",
+                        help="build your own project folder (Dockerfile, pyproject.toml or requirements.txt)")
+    parser.add_argument("--max-context-mb", type=float, default=project_context.DEFAULT_MAX_CONTEXT_MB,
+                        help="refuse a --project build context bigger than this (default: %(default)s)")
 
 
 def build_args(items: list[str], base_image: str | None) -> dict[str, str]:
@@ -60,6 +72,8 @@ def run(args, env) -> ExitStatus:
     tag = images.local_tag(flavour)
     wheel_dir = None if args.no_wheels else (args.wheel_dir or images.default_wheel_dir())
     certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert
+    if args.project is not None:
+        return build_project(args, env, flavour, wheel_dir, certs)
     image_id = images.build_image(flavour, tag, build_args(args.build_arg, args.base_image), env.say,
                                   wheel_dir=wheel_dir, ca_certs=certs,
                                   network_mode=None if args.network == "default" else args.network,
@@ -69,3 +83,16 @@ def run(args, env) -> ExitStatus:
         env.say("Not pushed (--no-push). Push it with `make push-train` before `make run-gcp`.")
         return ExitStatus.OK
     return push.publish(args, env, flavour, built_only_if_undeployed=True)
+
+
+def build_project(args, env, flavour: str, wheel_dir: Path | None, certs: list[Path]) -> ExitStatus:
+    built = project_build.build(args.project, flavour, env.say, max_context_mb=args.max_context_mb,
+                                build_args=build_args(args.build_arg, args.base_image), wheel_dir=wheel_dir,
+                                ca_certs=certs, network_mode=None if args.network == "default" else args.network,
+                                nocache=args.no_cache)
+    env.say(f"gantry: built {built.tag} in {built.seconds:.0f} s ({built.image_id[:19]}, "
+            f"{images.image_size_mb(built.tag):.0f} MB, {images.PLATFORM})")
+    if args.no_push:
+        env.say(f"Not pushed (--no-push). Build without it to push before `gantry run --project {args.project}`.")
+        return ExitStatus.OK
+    return push.publish(args, env, flavour, built_only_if_undeployed=True, project=args.project)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gantry import images, registry
+from gantry import images, projects, registry
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
 
@@ -35,8 +35,9 @@ def chosen_flavour(args) -> str:
     return args.flavour or images.flavour_from_tfvars(args.var_file, args.infra_dir)
 
 
-def publish(args, env, flavour: str, built_only_if_undeployed: bool = False) -> ExitStatus:
-    """Push the local image to the deployment's repository; say what `gantry run` will launch."""
+def publish(args, env, flavour: str, built_only_if_undeployed: bool = False, project=None) -> ExitStatus:
+    """Push the local image (the trainer's, or ``project``'s: gantry.projects names both tags) to the deployment's
+    repository; say what `gantry run` will launch."""
     repository = str(Terraform(args.infra_dir, stdout=env.stdout, stderr=env.stderr).outputs()
                      .get("image_repository_url") or "")
     if not repository:
@@ -45,11 +46,16 @@ def publish(args, env, flavour: str, built_only_if_undeployed: bool = False) -> 
             env.say(f"Not pushed: no deployment in {args.infra_dir} yet. {fix}")
             return ExitStatus.OK
         raise registry.RegistryError(f"no image repository: terraform output in {args.infra_dir} has none", fix)
-    target = images.repository_image(repository, flavour)
+    if project is None:
+        local, target = images.local_tag(flavour), images.repository_image(repository, flavour)
+        launch = "`make run-gcp` runs this digest on every node"
+    else:
+        local, target = projects.local_ref(project, flavour), projects.image_ref(repository, project, flavour)
+        launch = f"`gantry run --project {project} -- COMMAND` runs it on every node"
     host, name, tag = registry.split_reference(target)
-    env.say(f"gantry: pushing {images.local_tag(flavour)} to {target}")
-    pushed = registry.push(images.local_tag(flavour), f"{host}/{name}", tag, registry.push_auth(host), env.say)
-    env.say(f"Pushed {pushed}. `make run-gcp` runs this digest on every node.")
+    env.say(f"gantry: pushing {local} to {target}")
+    pushed = registry.push(local, f"{host}/{name}", tag, registry.push_auth(host), env.say)
+    env.say(f"Pushed {pushed}. {launch}.")
     return ExitStatus.OK
 
 

@@ -1,0 +1,150 @@
+"""A project's requirements against the image's torch (docker/torch.json): a requirement that would replace it (another
+version, a +cuXYZ build, an index of another CUDA's torch) is refused before any build, naming its file and line.
+
+    requirements.txt:3: torch==2.1.0 asks for torch 2.1.0, the image's is 2.13.0 (docker/torch.json)
+
+The build also installs the dependencies under a constraint (``torch==PIN``), so a dependency of a dependency cannot
+swap torch either: pip then fails to resolve, in the build log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from gantry.errors import GantryError
+
+TORCH_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?(cu\d+|cpu|rocm[\d.]+|xpu)\b")
+INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
+# the image's platform, for environment markers (the nodes are linux/amd64 with the base's Python 3.11)
+MARKER_ENVIRONMENT = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+                      "os_name": "posix", "python_version": "3.11", "python_full_version": "3.11.0",
+                      "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+@dataclass
+class Line:
+    file: str  # as shown: requirements.txt, sub/extra.txt, pyproject.toml
+    number: int
+    text: str
+
+
+def image_torch(flavour: str, pins: dict) -> str:
+    """The torch version the flavour's image holds: PyPI's CUDA build as is, the CPU index's with +cpu."""
+    return pins["torch"] if flavour == "cuda" else f"{pins['torch']}+cpu"
+
+
+def cuda_label(pins: dict) -> str:
+    return "cu" + pins["cuda"].replace(".", "")
+
+
+def requirement_lines(project: Path, name: str = "requirements.txt", seen: set | None = None) -> list[Line]:
+    """A requirements file's logical lines (continuations joined, comments cut), with those of the files it
+    includes (-r / -c) after it."""
+    seen = seen if seen is not None else set()
+    path = project / name
+    if name in seen or not path.is_file():
+        return []
+    seen.add(name)
+    lines: list[Line] = []
+    pending, start = "", 0
+    for number, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        text = re.sub(r"(^|\s)#.*$", "", raw).rstrip()
+        if not pending:
+            start = number
+        if text.endswith("\\"):
+            pending += text[:-1] + " "
+            continue
+        text, pending = (pending + text).strip(), ""
+        if text:
+            lines.append(Line(name, start, text))
+    for line in list(lines):
+        option, _, value = line.text.partition(" ")
+        if option in ("-r", "--requirement", "-c", "--constraint") and value.strip():
+            included = (Path(name).parent / value.strip()).as_posix()
+            lines += requirement_lines(project, included, seen)
+    return lines
+
+
+def included_files(lines: list[Line]) -> list[str]:
+    return sorted({line.file for line in lines})
+
+
+def pyproject_lines(project: Path) -> list[Line]:
+    """[project].dependencies, each with the line of pyproject.toml that names it."""
+    path = project / "pyproject.toml"
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise GantryError(f"{path} is not valid TOML ({e})", "Fix the file, then build again") from None
+    dependencies = table.get("project", {}).get("dependencies", [])
+    text_lines = path.read_text().splitlines()
+    found = []
+    for dependency in dependencies:
+        number = next((n for n, line in enumerate(text_lines, 1) if f'"{dependency}"' in line
+                       or f"'{dependency}'" in line), 0)
+        found.append(Line("pyproject.toml", number, dependency))
+    return found
+
+
+def conflict(line: Line, flavour: str, pins: dict) -> str | None:
+    """Why this line would replace the image's torch, or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    image = image_torch(flavour, pins)
+    words = line.text.replace("=", " ", 1).split() if line.text.startswith("-") else []
+    if words and words[0] in INDEX_OPTIONS and len(words) > 1:
+        index = TORCH_INDEX.search(words[1])
+        wanted = index.group(1) if index else None
+        fits = wanted == ("cpu" if flavour != "cuda" else cuda_label(pins))
+        if wanted and not fits:
+            return f"{line.text} points at torch's {wanted} builds, the {flavour} image's torch is {image}"
+        return None
+    if line.text.startswith("-"):
+        return None
+    try:
+        requirement = Requirement(re.split(r"\s--?\w", line.text, maxsplit=1)[0])
+    except InvalidRequirement:
+        return None  # a local path or URL of something else: pip reads it, torch it is not
+    if canonicalize_name(requirement.name) != "torch":
+        return None
+    if requirement.marker and not requirement.marker.evaluate(MARKER_ENVIRONMENT):
+        return None  # not for the image's platform
+    if requirement.url:
+        wheel = re.search(r"torch-([^-]+)-", requirement.url)
+        asked = wheel.group(1).replace("%2B", "+") if wheel else requirement.url
+        try:
+            if wheel and Version(asked) == Version(image):
+                return None
+        except InvalidVersion:
+            pass
+        return f"{line.text} asks for torch {asked}, the {flavour} image's is {image}"
+    if requirement.specifier.contains(image, prereleases=True):
+        return None
+    if not any(spec.operator == "==" and "+" in spec.version for spec in requirement.specifier) \
+            and requirement.specifier.contains(pins["torch"], prereleases=True):
+        return None  # torch>=2.0: the image's local label (+cpu) is no matter to a range
+    specs = list(requirement.specifier)
+    asked = specs[0].version if len(specs) == 1 and specs[0].operator in ("==", "===") else requirement.specifier
+    return f"{line.text} asks for torch {asked}, the {flavour} image's is {image}"
+
+
+def check(project: Path, kind: str, flavour: str, pins: dict) -> None:
+    """Refuse, in one line naming FILE:LINE, a requirement that fights the image's torch."""
+    lines = requirement_lines(project) if kind == "requirements.txt" else pyproject_lines(project)
+    for line in lines:
+        problem = conflict(line, flavour, pins)
+        if problem:
+            raise GantryError(f"{line.file}:{line.number}: {problem} (docker/torch.json)",
+                              f"Leave torch out of {line.file} (the image has it) or pin torch=={pins['torch']}; "
+                              f"nothing was built")
+
+
+def constraint(pins: dict) -> str:
+    """The pip constraint the dependencies install under: torch stays the image's."""
+    return f"torch=={pins['torch']}\n"

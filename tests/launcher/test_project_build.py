@@ -1,0 +1,268 @@
+"""gantry build --project without an engine: what the context sends and leaves out (and says so), the size limit,
+which kind a folder is, torch requirements that fight the image's, the generated Dockerfile's layers, and the bad
+inputs through the real command line (one line, exit 1, the engine never asked)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from gantry import images, project_build, project_context, project_pins, projects
+from gantry.errors import GantryError
+from launch_contract import PROJECT_ROOT
+from launcher_helpers import REPO, isolated_environ, run_module
+
+PINS = images.torch_pins()
+TORCH = PINS["torch"]
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    return write(tmp_path / "my-trainer", {
+        "requirements.txt": "six\n",
+        "train.py": "print('hi')\n",
+        "pkg/mod.py": "x = 1\n",
+        ".dockerignore": "# heavy\ndata\n*.log\n!keep.log\n!models/keep.pt\n",
+        ".gitignore": "# local\n\nmodels/\nsecret.txt\n",
+        "sub/.gitignore": "*.tmp\n",
+        "sub/y.py": "", "sub/x.tmp": "t",
+        "data/big.bin": b"\0" * 3000, "a.log": "l", "keep.log": "k",
+        "models/m.pt": b"\0" * 2000, "models/keep.pt": "p", "secret.txt": "s",
+        ".git/HEAD": "ref: refs/heads/main\n", ".venv/pyvenv.cfg": "home = /usr\n", ".venv/lib/big.so": b"\0" * 500,
+        "env/conda-meta/history": "", "pkg/__pycache__/mod.cpython-311.pyc": b"\0" * 10,
+        ".devcontainer/devcontainer.json": "{}",
+    })
+
+
+def test_the_context_honours_dockerignore_gitignore_and_leaves_out_git_venvs_and_caches(tree):
+    context = project_context.select(tree)
+    sent = sorted(p.relative_to(tree).as_posix() for p in context.files)
+    assert sent == [".dockerignore", ".gitignore", "keep.log", "models/keep.pt", "pkg/mod.py", "requirements.txt",
+                    "sub/.gitignore", "sub/y.py", "train.py"]
+    assert project_build.context_files(tree) == context.files  # what gantry.projects hashes into the version
+    why = {item.path: item.reason for item in context.left_out}
+    assert why["data/"] == ".dockerignore:2"
+    assert why[".venv/"] == why["env/"] == "a virtual environment"
+    assert why[".git/"] == why["__pycache__/"] == why[".devcontainer/"] == ""
+    # single files: one entry per rule, named by the file and line of the rule
+    assert {".dockerignore:3", ".gitignore:4", "sub/.gitignore:1", ".gitignore:3"} <= set(why.values())
+
+
+def test_the_report_is_two_lines_biggest_first(tree):
+    first, second = project_context.select(tree).summary()
+    assert first.startswith(f"gantry: context of {tree.resolve()}: 9 files, ")
+    assert second.startswith("gantry: left out: data/ 3.0 kB (.dockerignore:2), ")
+    assert ".venv/ 512 B (a virtual environment)" in second and ".git/ 21 B" in second
+
+
+def test_a_context_over_the_limit_is_refused_naming_its_largest_folders(tmp_path):
+    project = write(tmp_path / "p", {"requirements.txt": "six\n", "assets/a.bin": b"\0" * 40_000,
+                                     "weights/w.bin": b"\0" * 20_000, "train.py": "pass\n"})
+    context = project_context.select(project)
+    context.check_size(1)  # 60 kB is under 1 MB
+    with pytest.raises(GantryError) as refused:
+        context.check_size(0.05)
+    line = refused.value.line()
+    assert "is 60.0 kB, over the 0.05 MB limit (largest: assets/ 40.0 kB, weights/ 20.0 kB, train.py" in line
+    assert "nothing was sent" in line and ".dockerignore" in line and "--max-context-mb" in line
+
+
+@pytest.mark.parametrize(("present", "expected"), [
+    (("Dockerfile", "pyproject.toml", "requirements.txt"), "Dockerfile"),
+    (("pyproject.toml", "requirements.txt"), "pyproject.toml"),
+    (("requirements.txt",), "requirements.txt"),
+])
+def test_the_kind_is_the_first_of_dockerfile_pyproject_requirements(tmp_path, present, expected):
+    write(tmp_path, {name: "" for name in present})
+    assert project_build.kind(tmp_path) == expected
+
+
+def test_a_folder_with_none_of_the_three_names_them(tmp_path):
+    with pytest.raises(GantryError, match="has no Dockerfile, pyproject.toml or requirements.txt"):
+        project_build.kind(write(tmp_path, {"train.py": ""}))
+
+
+@pytest.mark.parametrize(("flavour", "text", "number", "asked"), [
+    ("cpu", "six\ntorch==2.1.0\n", 2, "torch 2.1.0, the cpu image's is"),
+    ("cpu", "# comment\nTorch >= 2.0, < 2.5  # old\n", 2, "torch <2.5,>=2.0"),
+    ("cpu", f"torch=={TORCH}+cu121\n", 1, f"torch {TORCH}+cu121"),
+    ("cpu", "six \\\n  torch\\\n", 1, None),  # a continuation joins to 'six   torch': not a torch requirement
+    ("cpu", "numpy\ntorch \\\n   ==2.0.0\n", 2, "torch 2.0.0"),
+    ("cpu", "--index-url https://download.pytorch.org/whl/cu118\n", 1, "points at torch's cu118 builds"),
+    ("cpu", "--extra-index-url=https://download.pytorch.org/whl/cu124\n", 1, "points at torch's cu124 builds"),
+    ("cpu", "-f https://download.pytorch.org/whl/nightly/cu126\n", 1, "points at torch's cu126 builds"),
+    ("cpu", "torch @ https://download.pytorch.org/whl/cu118/torch-2.1.0%2Bcu118-cp311-cp311-linux_x86_64.whl\n",
+     1, "asks for torch 2.1.0+cu118"),
+    ("cuda", f"torch=={TORCH}+cpu\n", 1, f"the cuda image's is {TORCH}"),
+    ("cuda", "--extra-index-url https://download.pytorch.org/whl/cpu\n", 1, "points at torch's cpu builds"),
+])
+def test_a_torch_requirement_that_fights_the_image_is_refused_with_file_and_line(tmp_path, flavour, text, number,
+                                                                                   asked):
+    write(tmp_path, {"requirements.txt": text})
+    if asked is None:
+        project_pins.check(tmp_path, "requirements.txt", flavour, PINS)
+        return
+    with pytest.raises(GantryError) as refused:
+        project_pins.check(tmp_path, "requirements.txt", flavour, PINS)
+    line = refused.value.line()
+    assert line.startswith(f"requirements.txt:{number}: ") and asked in line, line
+    assert "(docker/torch.json)" in line and f"pin torch=={TORCH}" in line
+
+
+@pytest.mark.parametrize(("flavour", "text"), [
+    ("cpu", f"torch\ntorch>=2.0\ntorch=={TORCH}\ntorch=={TORCH}+cpu\nnumpy==2.0\n-e .\n./local_pkg\n"),
+    ("cpu", "torch==2.1.0; sys_platform == 'darwin'\n--index-url https://download.pytorch.org/whl/cpu\n"),
+    ("cuda", f"torch=={TORCH}\n--extra-index-url https://download.pytorch.org/whl/cu{PINS['cuda'].replace('.', '')}\n"),
+    ("cuda", "--index-url https://pypi.org/simple\ntorchvision\n"),
+])
+def test_requirements_that_keep_the_image_torch_pass(tmp_path, flavour, text):
+    write(tmp_path, {"requirements.txt": text})
+    project_pins.check(tmp_path, "requirements.txt", flavour, PINS)
+
+
+def test_an_included_file_and_pyproject_are_named_at_their_line(tmp_path):
+    write(tmp_path, {"requirements.txt": "six\n-r extra/more.txt\n", "extra/more.txt": "numpy\ntorch<2\n"})
+    with pytest.raises(GantryError, match=r"^extra/more\.txt:2: torch<2 asks for torch <2"):
+        project_pins.check(tmp_path, "requirements.txt", "cpu", PINS)
+    write(tmp_path, {"pyproject.toml": '[project]\nname = "p"\nversion = "1"\ndependencies = [\n  "numpy",\n'
+                                       '  "torch==2.1.0",\n]\n'})
+    with pytest.raises(GantryError, match=r"^pyproject\.toml:6: torch==2\.1\.0 asks for torch 2\.1\.0"):
+        project_pins.check(tmp_path, "pyproject.toml", "cpu", PINS)
+
+
+def test_the_generated_dockerfile_layers_torch_then_dependencies_then_code():
+    text = project_build.dockerfile("pyproject.toml", has_dependencies=True)
+    lines = text.splitlines()
+    kit = project_build.kit_torch_steps()
+    assert lines[1:1 + len(kit)] == kit  # docker/Dockerfile's own steps, verbatim: the engine's cache shares them
+    assert kit[-1].startswith(project_build.TORCH_STEP)
+    source = iter((REPO / "docker/Dockerfile").read_text().splitlines())
+    assert all(line in source for line in kit)  # in the kit's order, comments aside
+
+    def at(prefix: str) -> int:
+        return max(n for n, line in enumerate(lines) if line.startswith(prefix))  # the last: the image's own stage
+    assert at(project_build.TORCH_STEP) < at("COPY gantry/deps/") < at(project_build.DEPS_STEP) < at("FROM ${BASE_IMAGE}") \
+        < at(f"WORKDIR {PROJECT_ROOT}") < at(f"COPY --chown=1000:1000 project/ {PROJECT_ROOT}/") \
+        < at("RUN cp -r /workspace /tmp/src && PIP_CERT=") < at("USER 1000:1000")
+    assert "-c /tmp/deps/torch-constraint.txt" in lines[at(project_build.DEPS_STEP)]
+    assert "/opt/venv/bin/pip install --no-deps /tmp/src" in text and "ENV PATH=/opt/venv/bin:${PATH}" in text and "ENTRYPOINT" not in text
+    plain = project_build.dockerfile("requirements.txt", has_dependencies=False)
+    assert project_build.DEPS_STEP not in plain and "--no-deps" not in plain
+
+
+def test_the_context_carries_the_kit_inputs_as_the_kit_does_and_never_writes_into_the_project(tree, tmp_path):
+    before = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
+    context = project_context.select(tree)
+    with project_build.build_context(context, "requirements.txt", PINS) as archive, \
+            tarfile.open(fileobj=io.BytesIO(archive.read())) as tar:
+        names = set(tar.getnames())
+        constraint = tar.extractfile("gantry/deps/torch-constraint.txt").read().decode()
+        dockerfile = tar.extractfile("gantry/Dockerfile").read().decode()
+    assert constraint == f"torch=={TORCH}\n"
+    assert dockerfile == project_build.dockerfile("requirements.txt", True)
+    assert {"gantry/deps/project/requirements.txt", "project/train.py", "project/models/keep.pt"} <= names
+    assert not any(n.startswith(("project/.venv", "project/.git/", "project/data")) for n in names)
+    with images.build_context(REPO, "docker/Dockerfile") as kit, tarfile.open(fileobj=io.BytesIO(kit.read())) as tar:
+        kit_inputs = {n for n in tar.getnames() if n == "docker" or n.startswith(project_build.KIT_INPUTS)}
+    assert {n for n in names if n.startswith("docker")} == kit_inputs  # same paths: the torch layer is shared
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*")) == before
+
+
+def test_the_version_ignores_what_the_context_leaves_out(tree):
+    version = projects.version(tree)
+    assert version.startswith("c")
+    write(tree, {"data/more.bin": "x", ".venv/lib/other.so": "x", ".devcontainer/devcontainer.json": "{ }"})
+    assert projects.version(tree) == version
+    write(tree, {"train.py": "print('changed')\n"})
+    assert projects.version(tree) != version
+
+
+# ---- the command line: one line each, exit 1, nothing built (the engine is never asked) -----------------------
+
+def gantry_build(tmp_path: Path, *args: str):
+    environ = isolated_environ(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    return run_module(["build", "--cpu", "--no-push", *args], REPO, environ)
+
+
+@pytest.mark.parametrize(("files", "extra", "expected"), [
+    (None, (), "gantry: error: no project folder {project}. Pass --project the folder"),
+    ({"train.py": ""}, (), "gantry: error: {project} has no Dockerfile, pyproject.toml or requirements.txt"),
+    ({"requirements.txt": "six\ntorch==2.1.0\n"}, (),
+     "gantry: error: requirements.txt:2: torch==2.1.0 asks for torch 2.1.0, the cpu image's is"),
+    ({"requirements.txt": "six\n", "data/x.bin": b"\0" * 5000}, ("--max-context-mb", "0.001"),
+     "gantry: error: the build context of {project} is 5.0 kB, over the 0.001 MB limit (largest: data/ 5.0 kB"),
+])
+def test_bad_projects_are_one_line_and_nothing_is_built(tmp_path, files, extra, expected):
+    project = tmp_path / "my-trainer"
+    if files is not None:
+        write(project, files)
+    result = gantry_build(tmp_path, "--project", str(project), *extra)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(expected.format(project=project.resolve() if files is not None
+                                                                   and "context" in expected else project)), lines
+    assert "Docker engine" not in result.stderr
+
+
+def test_build_help_says_how_to_build_a_project(tmp_path):
+    result = run_module(["build", "--help"], REPO, isolated_environ(tmp_path))
+    assert result.returncode == 0
+    assert "--project DIR" in result.stdout and "gantry build --project ../my-trainer" in result.stdout
+    assert "--max-context-mb" in result.stdout
+
+
+def test_make_build_train_passes_the_project(tmp_path):
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "build-train", "PROJECT=../my-trainer", "VENV=" + str(tmp_path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert "-m gantry build" in dry.stdout and "--project ../my-trainer" in dry.stdout, dry.stdout + dry.stderr
+
+
+def test_devcontainer_writes_the_project_image_and_keeps_an_existing_file(tmp_path):
+    project = write(tmp_path / "my-trainer", {"requirements.txt": "six\n", "train.py": ""})
+    environ = isolated_environ(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    result = run_module(["devcontainer", "--project", str(project), "--cpu", "--no-build"], REPO, environ)
+    assert result.returncode == 0, result.stderr
+    target = project / ".devcontainer" / "devcontainer.json"
+    settings = json.loads(target.read_text().split("\n", 1)[1])
+    assert settings["image"] == projects.local_ref(project, "cpu")  # what `gantry build --project` tags next
+    assert settings["workspaceFolder"] == PROJECT_ROOT and f"target={PROJECT_ROOT}," in settings["workspaceMount"]
+    assert "gantry build --project" in result.stdout
+    again = run_module(["devcontainer", "--project", str(project), "--cpu", "--no-build"], REPO, environ)
+    assert again.returncode == 1 and again.stderr.strip() == f"gantry: error: {target} exists. Pass --force to replace it"
+    forced = run_module(["devcontainer", "--project", str(project), "--cpu", "--no-build", "--force"], REPO, environ)
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_a_project_image_is_pushed_where_gantry_projects_names_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from gantry.cli import Environment, push
+    from gantry.status import ExitStatus
+
+    project = write(tmp_path / "my-trainer", {"requirements.txt": "six\n"})
+    repository = "us-central1-docker.pkg.dev/demo-project/gantry"
+    pushed = {}
+    monkeypatch.setattr(push, "Terraform", lambda *a, **k: SimpleNamespace(
+        outputs=lambda: {"image_repository_url": repository}))
+    monkeypatch.setattr(push.registry, "push_auth", lambda host: None)
+    monkeypatch.setattr(push.registry, "push", lambda local, target, tag, auth, say: pushed.update(
+        local=local, target=f"{target}:{tag}") or f"{target}@sha256:ab")
+    said = io.StringIO()
+    assert push.publish(SimpleNamespace(infra_dir=tmp_path), Environment(stdout=said), "cuda",
+                        project=project) == ExitStatus.OK
+    assert pushed == {"local": projects.local_ref(project, "cuda"),
+                      "target": projects.image_ref(repository, project, "cuda")}
+    assert f"`gantry run --project {project} -- COMMAND` runs it" in said.getvalue()
