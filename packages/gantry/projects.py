@@ -25,17 +25,21 @@ def name(project: Path) -> str:
 
 
 def git_commit(project: Path) -> str | None:
-    """The project's commit (12 hex digits) when it is a git work tree with nothing uncommitted, else None."""
+    """The newest commit that touched the project's folder (12 hex digits) when nothing in the folder is
+    uncommitted, else None. Scoped to the folder, so a project inside a larger repository (examples/ here) keeps its
+    tag across commits elsewhere and is not made dirty by them; .devcontainer is not part of the image
+    (project_context leaves it out), so writing one changes nothing."""
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, check=False,
                               timeout=60)
     try:
-        head = git("rev-parse", "--short=12", "HEAD")
-        if head.returncode != 0 or git("status", "--porcelain").stdout.strip():
+        newest = git("log", "-1", "--format=%H", "--", ".")
+        changed = git("status", "--porcelain", "--", ".", ":(exclude).devcontainer")
+        if newest.returncode != 0 or not newest.stdout.strip() or changed.returncode != 0 or changed.stdout.strip():
             return None
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return head.stdout.strip()
+    return newest.stdout.strip()[:12]
 
 
 def content_hash(project: Path, files: list[Path]) -> str:
