@@ -1,11 +1,13 @@
-"""`gantry build --project` with the real engine: a tiny project of one requirements.txt builds on the kit's torch
-layer (the session's CPU image made it), runs its code with its dependency and the CPU torch, and after a one-line
-edit rebuilds with the dependency layer from the cache and the new code inside. A Dockerfile of the project's own
-that fails names its step and the log; one without torch is refused after its build. Images are removed after."""
+"""`gantry build --project` with the real engine, on the README's example project (examples/chess_selfplay, a copy):
+its requirements.txt builds on the kit's torch layer (the session's CPU image made it), its code runs with its
+dependency and the CPU torch, and after a one-line edit it rebuilds with the dependency layer from the cache and the
+new code inside. The node twin, later on the same engine, builds the example itself from the same layers. A
+Dockerfile of the project's own that fails names its step and the log; one without torch is refused after its
+build. The edited image is removed after."""
 
 from __future__ import annotations
 
-import uuid
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,9 @@ from gantry.errors import GantryError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CODE = 'import six, torch\nprint("{mark}", six.__version__, torch.__version__, torch.version.cuda)\n'
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chess_selfplay"
+SCRIPT = "scripts/train_multi_gpu.py"
+VERSIONS = "import chess, torch; print(chess.__version__, torch.__version__, torch.version.cuda)"
 
 
 def build(project: Path, base: str, lines: list[str]) -> project_build.Built:
@@ -23,29 +27,27 @@ def build(project: Path, base: str, lines: list[str]) -> project_build.Built:
                                wheel_dir=images.default_wheel_dir(), ca_certs=images.default_ca_certs())
 
 
-def run_code(tag: str) -> str:
-    return docker("run", "--rm", "--network", "none", tag, "python", "main.py", timeout=300).stdout.strip()
+def run_in(tag: str, *command: str) -> str:
+    return docker("run", "--rm", "--network", "none", tag, *command, timeout=300).stdout.strip()
 
 
 @pytest.mark.timeout(2400)
 def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds_only_the_code(
         cpu_image, local_base, tmp_path, record_property):
-    project = tmp_path / "tiny-trainer"
-    project.mkdir()
-    # six: small, pure Python; the comment makes this run's dependency layer its own, so the first build's time is
-    # that of a first build (torch aside), not of an earlier session's cached layer
-    (project / "requirements.txt").write_text(f"six==1.17.0\n# test run {uuid.uuid4().hex}\n")
-    (project / "main.py").write_text(CODE.format(mark="first"))
+    project = tmp_path / EXAMPLE.name  # its name is the image's: the twin's build of the example reuses these layers
+    shutil.copytree(EXAMPLE, project)
     tags = []
     try:
         lines: list[str] = []
-        first = build(project, local_base, lines)
-        tags.append(first.tag)
+        first = build(project, local_base, lines)  # the example's own layers, kept for the node twin
         assert first.torch_reused(), "\n".join(lines[-60:])  # the kit's image (cpu_image) built that layer
-        assert [c for s, c in first.steps.items() if s.startswith(project_build.DEPS_STEP)] == [False]
-        assert run_code(first.tag) == f"first 1.17.0 {images.torch_pins()['torch']}+cpu None"
+        assert len([s for s in first.steps if s.startswith(project_build.DEPS_STEP)]) == 1, first.steps
+        chess_version, torch_version, cuda = run_in(first.tag, "python", "-c", VERSIONS).split()
+        assert (torch_version, cuda) == (f"{images.torch_pins()['torch']}+cpu", "None")
+        assert run_in(first.tag, "pwd") == "/workspace"
 
-        (project / "main.py").write_text(CODE.format(mark="second"))
+        script = project / SCRIPT
+        script.write_text(script.read_text().replace('"""Chess self-play:', '"""Chess self-play (edited):', 1))
         lines = []
         second = build(project, local_base, lines)
         tags.append(second.tag)
@@ -53,11 +55,11 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         dependencies = [cached for step, cached in second.steps.items() if step.startswith(project_build.DEPS_STEP)]
         code = [cached for step, cached in second.steps.items() if step.startswith("COPY --chown=1000:1000 project/")]
         assert dependencies == [True] and code == [False], second.steps
-        assert run_code(second.tag).startswith("second 1.17.0 ")
+        assert "(edited)" in run_in(second.tag, "head", "-1", SCRIPT)
         record_property("project_first_build_s", round(first.seconds))
         record_property("project_rebuild_s", round(second.seconds))
-        print(f"project image: first build {first.seconds:.0f} s (torch layer from the kit's image), rebuild after a "
-              f"one-line edit {second.seconds:.0f} s")
+        print(f"project image: first build {first.seconds:.0f} s (torch layer from the kit's image; chess "
+              f"{chess_version}), rebuild after a one-line edit {second.seconds:.0f} s")
     finally:
         if tags:
             docker("rmi", "-f", *tags, check=False, timeout=300)
