@@ -1,0 +1,191 @@
+"""Every command a user is shown, read from where they are shown: `make help`'s output, the `gantry` and `selfplay`
+verbs, and README.md and docs/*.md (each code block's command lines, and the inline `make ...`, `gantry ...` and
+`python -m selfplay ...` of their prose). tests/unit/test_shown_commands.py runs them or names the test that does.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The programs a code block's line may start with; a shell block's line starting with another fails the layer, so
+# a new kind of command brings a rule with it. An untagged block (a diagram, a file list) counts only these lines.
+PROGRAMS = ("make", "gantry", ".venv/bin/gantry", "python", "python3", "selfplay", "gcloud", "terraform", "docker",
+            "devcontainer", "npm", "cp", "sudo", "eval", "$EDITOR")
+# a command names a target or a verb; "gantry run: error: ..." (a message quoted in prose) is not one
+INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:make|gantry|\.venv/bin/gantry|python3? -m selfplay|selfplay) (?!\S+: )\S")
+SHELL_BLOCKS = ("bash", "sh", "shell", "console")
+
+
+@dataclass(frozen=True)
+class Shown:
+    source: str  # "make help", "verbs", or the doc's path relative to the repository
+    command: str  # the words, shell-quoted again: one spelling however the doc spaced or continued it
+
+    @property
+    def words(self) -> list[str]:
+        return shlex.split(self.command)
+
+    @property
+    def program(self) -> str:
+        """The first word that is not an environment assignment: make, gantry, gcloud, ..."""
+        return next(w for w in self.words if not re.match(r"^[A-Z_]+=", w))
+
+
+def clean_environ() -> dict[str, str]:
+    """The environment a user's shell has: under `make test` the outer make's MAKELEVEL and MAKEFLAGS would reach
+    the make a test runs (and switch its command-line check off)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+
+
+def make_help_commands() -> list[Shown]:
+    out = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "help"], capture_output=True, text=True,
+                         timeout=60, check=True, env=clean_environ()).stdout
+    return [Shown("make help", f"make {t}") for t in re.findall(r"^  make (\S+)", out, flags=re.M)]
+
+
+def verb_commands() -> list[Shown]:
+    from gantry.cli import VERBS as GANTRY_VERBS
+    from selfplay.cli import VERBS as SELFPLAY_VERBS
+
+    return ([Shown("verbs", f"gantry {v.NAME}") for v in GANTRY_VERBS]
+            + [Shown("verbs", f"python -m selfplay {v.NAME}") for v in SELFPLAY_VERBS])
+
+
+def _command(line: str) -> str | None:
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError:  # an unbalanced quote in prose
+        return None
+    return shlex.join(words) if words else None
+
+
+def doc_commands(path: Path) -> list[Shown]:
+    source = str(path.relative_to(ROOT))
+    text = path.read_text()
+    shown = []
+    for language, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
+        for line in body.replace("\\\n", " ").splitlines():
+            command = _command(line)
+            if command is None:
+                continue
+            first = Shown(source, command).program
+            if first in PROGRAMS or language in SHELL_BLOCKS:
+                shown.append(Shown(source, command))
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    for span in re.findall(r"`([^`\n]+)`", prose):
+        if INLINE.match(span) and (command := _command(span)) is not None:
+            shown.append(Shown(source, command))
+    return shown
+
+
+def all_shown() -> list[Shown]:
+    """Each command once per source, in the order shown."""
+    found = [*make_help_commands(), *verb_commands(), *(c for path in DOCS for c in doc_commands(path))]
+    return list(dict.fromkeys(found))
+
+
+# ---- what runs each: a rule per command pattern ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Here:
+    """test_shown_commands.py runs it with the smallest real input: `test` names the test function."""
+
+    test: str
+
+
+@dataclass(frozen=True)
+class Proven:
+    """Another test runs it through the command line (or, for Google's own commands, runs what they set up)."""
+
+    node: str  # tests/PATH.py::test_function
+    pending: str = ""  # why the test is not in this tree yet: test_shown_commands.py xfails it, saying so
+
+    def exists(self) -> bool:
+        path, _, function = self.node.partition("::")
+        file = ROOT / path
+        if not file.is_file():
+            return False
+        tree = ast.parse(file.read_text())
+        return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == function
+                   for n in ast.walk(tree))
+
+
+LOCAL = Here("test_the_local_journey_runs_through_make")
+MAKE_HELP = Here("test_make_help_and_help_all")
+VERB_HELP = Here("test_every_verb_answers_help_through_its_command_line")
+CHECK = Here("test_selfplay_check_accepts_the_default_config")
+SUITE = Here("test_make_test_fast_and_test_and_lint_run_on_one_file")
+DRY = Here("test_make_accepts_every_shown_make_command")  # make -n, then the verb's own parser takes the flags
+
+TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
+DEVCONTAINER = Proven("tests/docker/test_devcontainer.py::test_dev_container_comes_up_and_runs_the_fast_suite")
+CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains_checkpoints_and_stops_cleanly")
+TWO_CONTAINERS = Proven("tests/docker/test_cpu_image.py::test_two_containers_rendezvous_over_gloo_train_and_stop")
+DISTRIBUTED = Proven("tests/integration/test_distributed.py::test_two_nodes_train_in_step_and_rank0_checkpoint_resumes")
+STANDIN = Proven("tests/infra/test_standin_plan.py::test_root_module_terraform_test_suite_passes")
+
+# (pattern over Shown.command, what runs it): the first that matches counts. Every rule must match some command.
+RULES: list[tuple[str, Here | Proven]] = [
+    # make help's local targets and the README's local block: a tiny Connect Four run, then its grades
+    (r"^make (train-local|eval|arena|plot|tensorboard)( '?(CONFIG|RUN_DIR|ARGS)=.*)?$", LOCAL),
+    (r"^make train-local TORCH_SPEC=", Proven("tests/docker/test_torch_pins.py::"
+                                              "test_torch_spec_is_the_users_choice_installed_as_given")),
+    (r"^make (help|help-all)$", MAKE_HELP),
+    (r"^make (test|test-fast|lint)( ARGS=.*)?$", SUITE),
+    (r"^make install$", Proven("tests/docker/test_torch_pins.py::"
+                               "test_a_venv_that_already_has_the_pinned_cpu_torch_installs_nothing")),
+    (r"^make install-dev$", DEVCONTAINER),  # its postCreateCommand
+    (r"^make clean$", DRY),
+    (r"^make bench( .*)?$", Proven("tests/integration/test_bench.py::test_quick_bench_writes_throughput_json")),
+    # Google's: against the stand-ins (the launcher tests) or the node twin, which runs the README's blocks
+    (r"^make cost( .*)?$", Proven("tests/launcher/test_launcher_cost.py::test_make_cost_shows_both_default_time_limits")),
+    (r"^make preflight( .*)?$", Proven("tests/launcher/test_launcher_cli.py::"
+                                       "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
+    (r"^make (apply|build-train|push-train|run-gcp|status|logs|stop|fetch)( .*)?$", TWIN),
+    (r"^make destroy( .*)?$", Proven("tests/launcher/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
+    (r"^make train-docker( .*)?$", Proven("tests/docker/test_images.py::test_train_docker_before_build_train_says_build_first")),
+    (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
+                                   "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
+    (r"^make devcontainer( .*)?$", Proven("tests/docker/test_project_devcontainer.py::test_project_devcontainer",
+                                          pending="make devcontainer and gantry devcontainer land from another branch")),
+    # the maintainers' targets the docs name
+    (r"^make (infra-check|infra-checkov-venv|infra-render)$", Proven("tests/infra/test_infra_static.py::"
+                                                                     "test_provider_free_module_tests_pass")),
+    (r"^make (standin-schema|standin-schema-check)$", Proven("tests/infra/test_standin_schema.py::"
+                                                             "test_extractor_reproduces_the_committed_schema_byte_for_byte")),
+    (r"^make (standin-plan|test-standin)( .*)?$|^eval .*standin-env", STANDIN),
+    (r"^(\S+=\S+ )*make (xla-venv|test-xla)$", Proven("tests/integration/test_xla.py::"
+                                                    "test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes")),
+    # the verbs
+    (r"^(\.venv/bin/)?gantry( [a-zA-Z]+)?( --help)?$", VERB_HELP),
+    (r"^python -m selfplay ([a-z]+|VERB ...)$", VERB_HELP),  # VERB: each of them
+    (r"^python -m selfplay check", CHECK),
+    (r"^(\S+=\S+ )*python -m selfplay launch", DISTRIBUTED),
+    (r"^selfplay [a-z/]+( --config)?$", VERB_HELP),
+    (r"^gantry build --ca-cert", Proven("tests/docker/test_images.py::test_missing_certificate_is_named")),
+    (r"^(\.venv/bin/)?gantry (preflight|destroy -y)$", Proven("tests/launcher/test_launcher_cli.py::"
+                                                               "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
+    (r"^gantry (run|status|stop|fetch|logs|build|push)\b", TWIN),
+    # Google's own CLI, Terraform and the user's shell: what they set up is what the twin and the stand-ins stand
+    # in for (the walkthrough's APIs: tests/unit/test_readme.py)
+    (r"^(gcloud|cp infra/terraform.tfvars.example|'\$EDITOR'|terraform -chdir=infra) ", TWIN),
+    (r"corp-root\.crt", Proven("tests/docker/test_images.py::"
+                                              "test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates")),
+    (r"^docker build ", Proven("tests/docker/test_cpu_image.py::test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
+    (r"^docker run --rm ", CPU_IMAGE),
+    (r"^docker run -d ", TWO_CONTAINERS),
+    (r"docker compose ", Proven("tests/docker/test_dockerfiles.py::test_compose_file_is_valid_for_docker_compose")),
+    (r"^(npm install -g @devcontainers/cli|devcontainer )", DEVCONTAINER),
+]
+
+
+def rule_of(shown: Shown) -> tuple[str, Here | Proven] | None:
+    return next(((pattern, check) for pattern, check in RULES if re.search(pattern, shown.command)), None)
