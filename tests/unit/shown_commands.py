@@ -125,6 +125,7 @@ CHECK = Here("test_selfplay_check_accepts_the_default_config")
 SUITE = Here("test_make_test_fast_and_test_and_lint_run_on_one_file")
 DRY = Here("test_make_accepts_every_shown_make_command")  # make -n, then the verb's own parser takes the flags
 
+LAUNCHER = "tests/launcher"
 TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
 DEVCONTAINER = Proven("tests/docker/test_devcontainer.py::test_dev_container_comes_up_and_runs_the_fast_suite")
 CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains_checkpoints_and_stops_cleanly")
@@ -143,14 +144,50 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make install$", Proven("tests/docker/test_torch_pins.py::"
                                "test_a_venv_that_already_has_the_pinned_cpu_torch_installs_nothing")),
     (r"^make install-dev$", DEVCONTAINER),  # its postCreateCommand
-    (r"^make clean$", DRY),
+    (r"^make clean$", Here("test_make_clean_removes_the_caches_and_keeps_the_rest")),
     (r"^make bench( .*)?$", Proven("tests/integration/test_bench.py::test_quick_bench_writes_throughput_json")),
-    # Google's: against the stand-ins (the launcher tests) or the node twin, which runs the README's blocks
-    (r"^make cost( .*)?$", Proven("tests/launcher/test_launcher_cost.py::test_make_cost_shows_both_default_time_limits")),
-    (r"^make preflight( .*)?$", Proven("tests/launcher/test_launcher_cli.py::"
-                                       "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
-    (r"^make (apply|build-train|push-train|run-gcp|status|logs|stop|fetch)( .*)?$", TWIN),
-    (r"^make destroy( .*)?$", Proven("tests/launcher/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
+    # Google's: against the stand-ins (tests/launcher: the real CLI, fake Compute and Google APIs) or the node twin,
+    # which runs the README's two cloud blocks as they stand (node_twin.readme_walkthrough)
+    (r"^make cost$", Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud")),
+    (r"^make cost ARGS=--trc$", Proven(f"{LAUNCHER}/test_launcher_cost.py::"
+                                        "test_trc_says_free_and_still_shows_the_list_price")),
+    (r"^make preflight$", Proven(f"{LAUNCHER}/test_launcher_cli.py::"
+                                 "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
+    (r"^make apply$", Proven(f"{LAUNCHER}/test_launcher_apply.py::"
+                             "test_apply_says_what_it_creates_and_bills_then_asks_at_a_terminal")),
+    (r"^make apply ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_y_does_not_ask")),
+    (r"^make (build-train|push-train)( ARGS=--no-push| BASE_IMAGE=gantry-base:bookworm)?$", TWIN),
+    (r"^make build-train PROJECT=", TWIN),  # the README's own-project block; PROJECT=DIR in prose
+    (r"^make build-train (GPU=1|BASE_IMAGE=python:)", Proven("tests/docker/test_cpu_image.py::"
+                                                             "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),
+    (r"^make run-gcp$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                               "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
+    (r"^make run-gcp 'ARGS=--config tictactoe --detach -- ", Proven(
+        f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
+    (r"^make run-gcp 'ARGS=(--image \S+ )?-- -m |^make run-gcp 'ARGS=\[--image IMAGE\] -- -m ", Proven(
+        f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_dir")),
+    (r"^make run-gcp 'ARGS=--image \S+'$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                                  "test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node")),
+    (r"^make run-gcp ARGS=--replace$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                              "test_a_second_run_does_not_silently_replace_the_one_in_progress")),
+    (r"^make run-gcp 'ARGS=--resume RUN_ID'$", TWIN),
+    (r"^make run-gcp 'ARGS=-- --(run.max_minutes|search.simulations)=\d+'$", Proven(
+        f"{LAUNCHER}/test_launcher_runs.py::test_a_selfplay_run_gets_the_default_time_budget_unless_its_flags_set_one")),
+    (r"^make run-gcp PROJECT=", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
+                                       "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
+    (r"^make status$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_latest_pons_errors")),
+    (r"^make logs( ARGS=--follow)?$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                             "test_logs_reads_the_masters_serial_port_and_follows_from_offsets")),
+    (r"^make stop( ARGS=-y)?$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_stop_sets_action_stop_on_every_started_node")),
+    (r"^make stop 'ARGS=-y --power-off'$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                                  "test_stop_power_off_stops_every_vm_once_the_run_stopped")),
+    (r"^make fetch$", DRY),  # without RUN= its recipe refuses in one line, which the dry-run test runs
+    (r"^make fetch '?RUN=", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                   "test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed")),
+    (r"^make destroy$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_asks_before_destroying")),
+    (r"^make destroy ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
+    (r"^make destroy 'ARGS=-y --delete-data'$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                                       "test_delete_data_empties_the_bucket_first")),
     (r"^make train-docker( .*)?$", Proven("tests/docker/test_images.py::test_train_docker_before_build_train_says_build_first")),
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
                                    "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
@@ -189,3 +226,29 @@ RULES: list[tuple[str, Here | Proven]] = [
 
 def rule_of(shown: Shown) -> tuple[str, Here | Proven] | None:
     return next(((pattern, check) for pattern, check in RULES if re.search(pattern, shown.command)), None)
+
+
+# Each verb's real run, beside its --help (test_every_verb_answers_help_...): gantry's against the stand-ins, selfplay's
+# in the local journey here. test_shown_commands.py checks that every verb has one.
+VERB_RUNS: dict[str, Here | Proven] = {
+    "gantry preflight": Proven(f"{LAUNCHER}/test_launcher_preflight.py::test_ready_cpu_deployment_passes_and_prints_cost"),
+    "gantry cost": Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud"),
+    "gantry apply": Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_runs_preflight_then_terraform"),
+    "gantry build": TWIN,
+    "gantry push": TWIN,
+    "gantry run": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                         "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys"),
+    "gantry status": Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_latest_pons_errors"),
+    "gantry logs": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                          "test_logs_reads_the_masters_serial_port_and_follows_from_offsets"),
+    "gantry stop": Proven(f"{LAUNCHER}/test_launcher_runs.py::test_stop_sets_action_stop_on_every_started_node"),
+    "gantry fetch": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                           "test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed"),
+    "gantry destroy": Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left"),
+    "python -m selfplay train": LOCAL,  # make train-local
+    "python -m selfplay launch": DISTRIBUTED,
+    "python -m selfplay check": CHECK,
+    "python -m selfplay eval": LOCAL,  # make eval
+    "python -m selfplay arena": LOCAL,  # make arena
+    "python -m selfplay plot": LOCAL,  # make plot
+}

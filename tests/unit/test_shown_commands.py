@@ -82,7 +82,8 @@ def test_every_rule_matches_a_shown_command():
     assert not unused, f"rules that match no shown command (the doc line went): {unused}"
 
 
-NAMED = sorted({check for _, check in table.RULES if isinstance(check, Proven)}, key=lambda c: c.node)
+NAMED = sorted({check for check in [*(c for _, c in table.RULES), *table.VERB_RUNS.values()] if isinstance(check, Proven)},
+               key=lambda c: c.node)
 
 
 @pytest.mark.parametrize("check", [
@@ -92,8 +93,13 @@ def test_every_named_test_exists(check):
     assert check.exists(), f"shown_commands.RULES names {check.node}, which does not exist"
 
 
+def test_every_verb_has_a_real_run():
+    verbs = {s.command for s in SHOWN if s.source == "verbs"}
+    assert set(table.VERB_RUNS) == verbs, f"verbs without a real run in shown_commands.VERB_RUNS: {verbs - set(table.VERB_RUNS)}"
+
+
 def test_every_here_check_is_a_test_of_this_file():
-    here = {check.test for _, check in table.RULES if isinstance(check, Here)}
+    here = {check.test for check in [*(c for _, c in table.RULES), *table.VERB_RUNS.values()] if isinstance(check, Here)}
     assert here <= set(globals()), sorted(here - set(globals()))
 
 
@@ -185,6 +191,21 @@ def test_make_test_fast_and_test_and_lint_run_on_one_file(tmp_path):
                    f"--junitxml={report}", timeout=600)
         assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr
         assert re.search(r"^\d+ passed", ran.stdout.splitlines()[-1]), ran.stdout[-500:]
+
+
+def test_make_clean_removes_the_caches_and_keeps_the_rest(tmp_path):
+    """In a copy of the makefiles: clean in the checkout would pull caches from under the suite that runs it."""
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copytree(ROOT / "mk", tmp_path / "mk")
+    for cache in ("packages/a/__pycache__", ".pytest_cache", ".ruff_cache"):
+        (tmp_path / cache).mkdir(parents=True)
+    (tmp_path / "packages/a/keep.py").write_text("")
+    (tmp_path / "runs/local").mkdir(parents=True)
+    cleaned = subprocess.run(["make", "--no-print-directory", "-C", str(tmp_path), "clean"], capture_output=True,
+                             text=True, timeout=60, check=False, env=clean_environ())
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if "mk" not in p.parts) == [
+        "Makefile", "packages", "packages/a", "packages/a/keep.py", "runs", "runs/local"]
 
 
 # ---- the verbs ------------------------------------------------------------------------------------------------------
