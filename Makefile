@@ -7,7 +7,8 @@ VENV       ?= .venv
 PY         := $(VENV)/bin/python
 # torch's version lives in docker/torch.json; docker/torch_pins.py installs it CPU-only (PyTorch's CPU index, else
 # a local +cpu wheel; on Linux it refuses PyPI's CUDA build in one line). A GPU laptop sets TORCH_SPEC (e.g.
-# torch==2.13.0, PyPI's CUDA 13.0 build), installed as given; TORCH_INDEX_URL names another torch index.
+# torch==2.13.0, PyPI's CUDA 13.0 build), installed as given, into an existing .venv too (TORCH_STAMP);
+# TORCH_INDEX_URL names another torch index.
 TORCH_SPEC ?=
 CONFIG     ?= packages/selfplay/configs/connect4.yaml
 RUN_DIR    ?= runs/local
@@ -21,10 +22,22 @@ TEST_WORKERS ?= 4
 TEST_REPORT  := .cache/test-report.xml
 PYTEST       = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --junitxml=$(TEST_REPORT)
 
-# ---- environments (created on first use, refreshed when pyproject.toml changes) ----
-$(VENV)/.installed: pyproject.toml docker/torch.json
+# ---- environments (created on first use, refreshed when pyproject.toml or docker/torch.json changes) ----
+# TORCH_STAMP holds the TORCH_SPEC the venv's torch was installed with: a TORCH_SPEC that differs from it (a GPU
+# laptop's, once a CPU .venv exists) installs torch again; without TORCH_SPEC the venv keeps the torch it has.
+TORCH_STAMP := $(VENV)/.torch-spec
+ifneq ($(TORCH_SPEC),)
+ifneq ($(TORCH_SPEC),$(file < $(TORCH_STAMP)))
+.PHONY: $(TORCH_STAMP)
+endif
+endif
+
+$(TORCH_STAMP): docker/torch.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	TORCH_SPEC="$(TORCH_SPEC)" $(PY) docker/torch_pins.py install
+	@echo '$(TORCH_SPEC)' >$@
+
+$(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
 	$(PY) -m pip install -q -e .
 	@touch $@
 

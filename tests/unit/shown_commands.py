@@ -137,8 +137,9 @@ STANDIN = Proven("tests/infra/test_standin_plan.py::test_root_module_terraform_t
 RULES: list[tuple[str, Here | Proven]] = [
     # make help's local targets and the README's local block: a tiny Connect Four run, then its grades
     (r"^make (train-local|eval|arena|plot|tensorboard)( '?(CONFIG|RUN_DIR|ARGS)=.*)?$", LOCAL),
-    (r"^make train-local TORCH_SPEC=", Proven("tests/docker/test_torch_pins.py::"
-                                              "test_torch_spec_is_the_users_choice_installed_as_given")),
+    (r"^make train-local TORCH_SPEC=", Proven("tests/unit/test_make_venv.py::"  # and the install itself:
+                                              "test_a_torch_spec_other_than_the_venvs_installs_torch_again")),
+    # tests/docker/test_torch_pins.py::test_torch_spec_is_the_users_choice_installed_as_given
     (r"^make (help|help-all)$", MAKE_HELP),
     (r"^make (test|test-fast|lint)( ARGS=.*)?$", SUITE),
     (r"^make install$", Proven("tests/docker/test_torch_pins.py::"
