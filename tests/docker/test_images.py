@@ -140,4 +140,4 @@ def test_train_docker_before_build_train_says_build_first():
                             check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == ("gantry: error: no local image gantry-trainer:never-built. "
-                                             "Build it first: make build-train (before make apply it builds here only).")
+                                             "Build it first: make build-train GPU=0 ARGS=--no-push (the CPU image, whatever use_gpu says).")
