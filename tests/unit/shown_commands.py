@@ -41,8 +41,9 @@ class Shown:
 
 def clean_environ() -> dict[str, str]:
     """The environment a user's shell has: under `make test` the outer make's MAKELEVEL and MAKEFLAGS would reach
-    the make a test runs (and switch its command-line check off)."""
-    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    the make a test runs (and switch its command-line check off), and pytest's own variables a pytest it runs."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES") and not k.startswith("PYTEST_")}
 
 
 def make_help_commands() -> list[Shown]:
