@@ -213,9 +213,25 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^(\.venv/bin/)?gantry (preflight|destroy -y)$", Proven("tests/launcher/test_launcher_cli.py::"
                                                                "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
     (r"^gantry (run|status|stop|fetch|logs|build|push)\b", TWIN),
-    # Google's own CLI, Terraform and the user's shell: what they set up is what the twin and the stand-ins stand
-    # in for (the walkthrough's APIs: tests/unit/test_readme.py)
-    (r"^(gcloud|cp infra/terraform.tfvars.example|'\$EDITOR'|terraform -chdir=infra) ", TWIN),
+    # Google's own CLI (no stand-in runs gcloud): the test of what the command sets up or reads, as gantry meets it
+    (r"^gcloud (auth|config set project)", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
+                                                  "test_no_credentials_says_how_to_log_in")),
+    (r"^gcloud services enable ", Proven("tests/unit/test_readme.py::test_walkthrough_enables_every_api_infra_needs")),
+    (r"^gcloud compute (project-info|regions) describe ", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
+                                                                  "test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it")),
+    (r"^gcloud compute instances get-guest-attributes ", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                                                "test_status_shows_each_node_and_the_latest_pons_errors")),
+    (r"^gcloud compute instances get-serial-port-output ", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
+                                                                  "test_logs_reads_the_masters_serial_port_and_follows_from_offsets")),
+    (r"^gcloud compute ssh .*--tunnel-through-iap", STANDIN),  # infra/tests/plan_cpu.tftest.hcl: the IAP rule
+    # Terraform and the user's shell
+    (r"^cp infra/terraform.tfvars.example infra/terraform.tfvars$", Proven(f"{LAUNCHER}/test_launcher_config.py::"
+                                                                          "test_reads_the_infra_example_that_users_copy")),
+    (r"^'\$EDITOR' infra/terraform.tfvars$", Proven(f"{LAUNCHER}/test_launcher_config.py::"
+                                                    "test_uncommenting_a_block_of_the_infra_example_is_the_whole_change")),
+    (r"^terraform -chdir=infra output$", TWIN),  # the twin's deployment is apply's outputs
+    (r"^terraform -chdir=infra destroy$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                                 "test_clean_teardown_proves_nothing_is_left")),
     (r"corp-root\.crt", Proven("tests/docker/test_images.py::"
                                               "test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates")),
     (r"^docker build ", Proven("tests/docker/test_cpu_image.py::test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
