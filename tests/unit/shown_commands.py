@@ -190,7 +190,8 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make destroy ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
     (r"^make destroy 'ARGS=-y --delete-data'$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
                                                        "test_delete_data_empties_the_bucket_first")),
-    (r"^make train-docker( .*)?$", Proven("tests/docker/test_images.py::test_train_docker_before_build_train_says_build_first")),
+    (r"^make train-docker( .*)?$", Proven("tests/docker/test_cpu_image.py::"
+                                          "test_make_train_docker_trains_in_the_cpu_image_into_its_own_run_folder")),
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
                                    "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
     (r"^make devcontainer( .*)?$", Proven("tests/docker/test_project_devcontainer.py::test_project_devcontainer",
