@@ -36,7 +36,7 @@ PYTEST       = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKE
 # laptop's, once a CPU .venv exists) installs torch again; without TORCH_SPEC the venv keeps the torch it has.
 TORCH_STAMP := $(VENV)/.torch-spec
 ifneq ($(TORCH_SPEC),)
-ifneq ($(TORCH_SPEC),$(file < $(TORCH_STAMP)))
+ifneq ($(TORCH_SPEC),$(shell cat $(TORCH_STAMP) 2>/dev/null))
 .PHONY: $(TORCH_STAMP)
 endif
 endif
