@@ -143,8 +143,8 @@ RULES: list[tuple[str, Here | Proven]] = [
     # tests/docker/test_torch_pins.py::test_torch_spec_is_the_users_choice_installed_as_given
     (r"^make (help|help-all)$", MAKE_HELP),
     (r"^make (test|test-fast|lint)( ARGS=.*)?$", SUITE),
-    (r"^make install$", Proven("tests/docker/test_torch_pins.py::"
-                               "test_a_venv_that_already_has_the_pinned_cpu_torch_installs_nothing")),
+    # make's plan of a new .venv; the torch step itself: tests/docker/test_torch_pins.py
+    (r"^make install$", Proven("tests/unit/test_make_venv.py::test_a_new_venv_installs_torch_then_the_trainer")),
     (r"^make install-dev$", DEVCONTAINER),  # its postCreateCommand
     (r"^make clean$", Here("test_make_clean_removes_the_caches_and_keeps_the_rest")),
     (r"^make bench( .*)?$", Proven("tests/integration/test_bench.py::test_quick_bench_writes_throughput_json")),
