@@ -12,12 +12,14 @@ and variables exist) and the verb its recipe runs parses its flags (the trainer'
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -253,11 +255,18 @@ def _local_command(shown: Shown, runs: Path) -> tuple[str, list[str]]:
 
 
 def _tensorboard(words: list[str]) -> None:
+    """make tensorboard serves its page at the address it prints (a free port: ARGS=--port 0), until stopped."""
     server = subprocess.Popen([*MAKE, *words], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=clean_environ(), start_new_session=True)
+    lines: queue.Queue[str] = queue.Queue()  # read beside the wait, so that a silent server cannot hang the test
+    threading.Thread(target=lambda: [lines.put(line) for line in server.stdout], daemon=True).start()
     try:
         deadline, said = time.monotonic() + 60, ""
-        while time.monotonic() < deadline and (line := server.stdout.readline()):
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
             said += line
             if (url := re.search(r"^TensorBoard \S+ at (http://\S+) ", line)) is not None:
                 with urllib.request.urlopen(url.group(1), timeout=30) as page:
