@@ -1,9 +1,9 @@
 # Docker images of the trainer (docker/, docs/DOCKER.md).
 #   make build-train                      # CPU, CUDA or TPU image (use_gpu / use_tpu in infra/terraform.tfvars), pushed
 #   make build-train GPU=1                # the CUDA image whatever tfvars says (GPU=0: the CPU image; ARGS=--tpu: TPU)
-#   make build-train ARGS=--no-push       # build here only (make train-docker runs the CPU one: GPU=0)
+#   make build-train ARGS=--no-push       # build here only (make train-docker runs it)
 #   make docker-base && make build-train BASE_IMAGE=gantry-base:bookworm    # no registry reachable
-#   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"
+#   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"   # the CPU image (GPU=0), runs/docker-tictactoe
 
 #: 1: build-train builds the CUDA image, 0: the CPU one (default: use_gpu in infra/terraform.tfvars)
 GPU          ?=
