@@ -127,6 +127,10 @@ SUITE = Here("test_make_test_fast_and_test_and_lint_run_on_one_file")
 DRY = Here("test_make_accepts_every_shown_make_command")  # make -n, then the verb's own parser takes the flags
 
 LAUNCHER = "tests/launcher"
+# main's build branch: make devcontainer and gantry devcontainer (the README names them already)
+DEVCONTAINER_RUN = Proven(f"{LAUNCHER}/test_project_build.py::"
+                          "test_devcontainer_writes_the_project_image_and_keeps_an_existing_file",
+                          pending="make devcontainer and gantry devcontainer land from the build branch")
 TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
 DEVCONTAINER = Proven("tests/docker/test_devcontainer.py::test_dev_container_comes_up_and_runs_the_fast_suite")
 CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains_checkpoints_and_stops_cleanly")
@@ -194,8 +198,7 @@ RULES: list[tuple[str, Here | Proven]] = [
                                           "test_make_train_docker_trains_in_the_cpu_image_into_its_own_run_folder")),
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
                                    "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
-    (r"^make devcontainer( .*)?$", Proven("tests/docker/test_project_devcontainer.py::test_project_devcontainer",
-                                          pending="make devcontainer and gantry devcontainer land from another branch")),
+    (r"^make devcontainer( .*)?$", DEVCONTAINER_RUN),
     # the maintainers' targets the docs name
     (r"^make (infra-check|infra-checkov-venv|infra-render)$", Proven("tests/infra/test_infra_static.py::"
                                                                      "test_provider_free_module_tests_pass")),
@@ -264,6 +267,7 @@ VERB_RUNS: dict[str, Here | Proven] = {
     "gantry fetch": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                            "test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed"),
     "gantry destroy": Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left"),
+    "gantry devcontainer": DEVCONTAINER_RUN,
     "python -m selfplay train": LOCAL,  # make train-local
     "python -m selfplay launch": DISTRIBUTED,
     "python -m selfplay check": CHECK,

@@ -97,7 +97,9 @@ def test_every_named_test_exists(check):
 
 def test_every_verb_has_a_real_run():
     verbs = {s.command for s in SHOWN if s.source == "verbs"}
-    assert set(table.VERB_RUNS) == verbs, f"verbs without a real run in shown_commands.VERB_RUNS: {verbs - set(table.VERB_RUNS)}"
+    assert verbs <= set(table.VERB_RUNS), f"verbs without a real run in shown_commands.VERB_RUNS: {verbs - set(table.VERB_RUNS)}"
+    gone = {verb for verb in set(table.VERB_RUNS) - verbs if not getattr(table.VERB_RUNS[verb], "pending", "")}
+    assert not gone, f"shown_commands.VERB_RUNS names verbs that do not exist: {gone}"
 
 
 def test_every_here_check_is_a_test_of_this_file():
