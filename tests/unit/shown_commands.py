@@ -69,7 +69,7 @@ def _command(line: str) -> str | None:
 
 
 def doc_commands(path: Path) -> list[Shown]:
-    source = str(path.relative_to(ROOT))
+    source = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
     text = path.read_text()
     shown = []
     for language, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):

@@ -73,6 +73,17 @@ def test_the_layer_reads_commands_from_every_source():
     assert {"make help", "verbs", "README.md"} <= sources and any(s.startswith("docs/") for s in sources)
 
 
+def test_a_doc_brings_its_block_lines_and_the_commands_of_its_prose(tmp_path):
+    doc = tmp_path / "NEW.md"
+    doc.write_text('Run `make frobnicate ARGS="-y"` or `gantry run --detach`; `gantry run: error: x` is a message.\n'
+                   "```bash\nmake train-local \\\n    ARGS=--run.max_steps=5   # continued\n# a comment\n"
+                   "gcloud auth login\n```\n```\nlaptop: gantry (a diagram)\n```\n")
+    assert [s.command for s in table.doc_commands(doc)] == [
+        "make train-local ARGS=--run.max_steps=5", "gcloud auth login", "make frobnicate ARGS=-y",
+        "gantry run --detach"]
+    assert rule_of(Shown("NEW.md", "make frobnicate ARGS=-y")) is None  # so the layer fails until a test runs it
+
+
 def test_every_shown_command_has_a_test_that_runs_it():
     unmatched = [f"{s.source}: {s.command}" for s in SHOWN if rule_of(s) is None]
     assert not unmatched, ("commands shown to users that no test runs; add a rule to tests/unit/shown_commands.py "
