@@ -164,8 +164,10 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make apply ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_y_does_not_ask")),
     (r"^make (build-train|push-train)( ARGS=--no-push| BASE_IMAGE=gantry-base:bookworm)?$", TWIN),
     (r"^make build-train PROJECT=", TWIN),  # the README's own-project block; PROJECT=DIR in prose
-    (r"^make build-train (GPU=1|BASE_IMAGE=python:)", Proven("tests/docker/test_cpu_image.py::"
-                                                             "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),
+    (r"^make build-train GPU=1$", Proven("tests/docker/test_cpu_image.py::"
+                                         "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),
+    (r"^make build-train BASE_IMAGE=python:", Proven("tests/docker/test_cpu_image.py::"  # the cpu_image fixture's base
+                                                     "test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
     (r"^make run-gcp$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
     (r"^make run-gcp 'ARGS=--config tictactoe --detach -- ", Proven(
