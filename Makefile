@@ -2,29 +2,51 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON     ?= python3
-VENV       ?= .venv
-PY         := $(VENV)/bin/python
-# torch's version lives in docker/torch.json; docker/torch_pins.py installs it CPU-only (PyTorch's CPU index, else
-# a local +cpu wheel; on Linux it refuses PyPI's CUDA build in one line). A GPU laptop sets TORCH_SPEC (e.g.
-# torch==2.13.0, PyPI's CUDA 13.0 build), installed as given; TORCH_INDEX_URL names another torch index.
-TORCH_SPEC ?=
+# A setting whose line above is a `#: ` comment is one a user sets: make help lists it with that comment.
+#: the trainer config of train-local
 CONFIG     ?= packages/selfplay/configs/connect4.yaml
+#: the run folder of train-local, eval, arena and plot
 RUN_DIR    ?= runs/local
+#: extra flags for the target's command: ARGS="--run.max_minutes=30", ARGS=-y
+ARGS       ?=
 # A project of your own (a folder with a Dockerfile, pyproject.toml or requirements.txt): make build-train and make
 # run-gcp build and run it instead of the kit's trainer (docs/LAUNCHER.md, "Your own project").
+#: a folder of your own project: build-train and run-gcp build and run it (docs/LAUNCHER.md)
 PROJECT    ?=
-ARGS       ?=
+# torch's version lives in docker/torch.json; docker/torch_pins.py installs it CPU-only (PyTorch's CPU index, else
+# a local +cpu wheel; on Linux it refuses PyPI's CUDA build in one line). A GPU laptop sets TORCH_SPEC (e.g.
+# torch==2.13.0, PyPI's CUDA 13.0 build), installed as given, into an existing .venv too (TORCH_STAMP);
+# TORCH_INDEX_URL names another torch index.
+#: the torch .venv gets instead of docker/torch.json's CPU build (a GPU laptop: torch==2.13.0)
+TORCH_SPEC ?=
+#: the interpreter that creates .venv
+PYTHON     ?= python3
+#: the venv every target uses
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
 # pytest-xdist workers: most tests wait on subprocesses, servers and the Docker engine, so more workers than
 # cores pays (tests/conftest.py keeps the tests of one expensive fixture on one worker). 0 = no xdist.
+#: pytest-xdist workers of test and test-fast, 0 = none
 TEST_WORKERS ?= 4
 TEST_REPORT  := .cache/test-report.xml
 PYTEST       = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --junitxml=$(TEST_REPORT)
 
-# ---- environments (created on first use, refreshed when pyproject.toml changes) ----
-$(VENV)/.installed: pyproject.toml docker/torch.json
+# ---- environments (created on first use, refreshed when pyproject.toml or docker/torch.json changes) ----
+# TORCH_STAMP holds the TORCH_SPEC the venv's torch was installed with: a TORCH_SPEC that differs from it (a GPU
+# laptop's, once a CPU .venv exists) installs torch again; without TORCH_SPEC the venv keeps the torch it has.
+TORCH_STAMP := $(VENV)/.torch-spec
+ifneq ($(TORCH_SPEC),)
+ifneq ($(TORCH_SPEC),$(shell cat $(TORCH_STAMP) 2>/dev/null))
+.PHONY: $(TORCH_STAMP)
+endif
+endif
+
+$(TORCH_STAMP): docker/torch.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	TORCH_SPEC="$(TORCH_SPEC)" $(PY) docker/torch_pins.py install
+	@echo '$(TORCH_SPEC)' >$@
+
+$(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
 	$(PY) -m pip install -q -e .
 	@touch $@
 
@@ -65,6 +87,11 @@ HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules inf
                     infra-render infra-shellcheck standin-schema standin-schema-check standin-env standin-plan \
                     test-standin xla-venv test-xla docker-base
 HELP_MARK := \#\#
+# The settings make help lists: each ?= line whose line above is a `#: ` comment (Makefile, mk/*.mk), and that comment.
+USER_SETTINGS := $(shell awk '/^\#: /{ok=1; next} ok && /^[A-Z][A-Z0-9_]* *[?]=/{print $$1} {ok=0}' $(MAKEFILE_LIST))
+help_text = $(shell awk -v name=$(1) '/^\#: /{text=substr($$0, 4); next} $$1 == name && text {print text; exit} {text=""}' \
+            $(MAKEFILE_LIST))
+quote = '$(subst ','\'',$(1))'
 help_group = echo "$(1)"; for t in $(2); do grep -hE "^$$t:.*$(HELP_MARK) " $(MAKEFILE_LIST) | \
 	awk -F':.*$(HELP_MARK) ' '{printf "  make %-14s %s\n", $$1, $$2}'; done
 
@@ -73,12 +100,9 @@ help: ## list the targets and variables
 	@echo; $(call help_group,Cloud (infra/terraform.tfvars; billing from make apply to make destroy):,$(HELP_CLOUD))
 	@echo; $(call help_group,Development:,$(HELP_DEVELOPMENT))
 	@echo; echo "Variables (make TARGET VAR=value):"
-	@echo "  CONFIG=$(CONFIG)   trainer config of train-local"
-	@echo "  RUN_DIR=$(RUN_DIR)   run folder of train-local, eval, arena and plot"
-	@echo '  ARGS="..."      extra flags for the command: ARGS="--run.max_minutes=30", ARGS=-y'
-	@echo "  RUN=RUN_ID      the cloud run make fetch copies into runs/RUN_ID"
-	@echo "  GPU=1           build-train builds the CUDA image (GPU=0: the CPU image; default: use_gpu in tfvars)"
-	@echo "  (a variable no makefile here reads, such as a misspelt one, changes nothing: make warns and names it)"
+	@$(foreach v,$(USER_SETTINGS),printf '  %-14s %s%s\n' $(v) $(call quote,$(call help_text,$(v))) \
+		$(call quote,$(if $($(v)), (now $($(v)))));)
+	@echo "  (a variable no makefile here reads, such as a misspelt one, stops make naming the nearest setting)"
 
 help-all: help ## also the maintainers' targets: infra checks, the stand-in provider, the XLA venv
 	@echo; $(call help_group,Maintainers:,$(HELP_MAINTAINERS))

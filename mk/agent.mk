@@ -5,6 +5,7 @@
 #   make run-gcp PROJECT=../my-trainer ARGS="--sync checkpoints -- python train.py --gpus all"   # your own project
 #   make status | make logs ARGS=--follow | make stop ARGS=-y | make fetch RUN=run-20260601-120000
 
+#: the cloud run make fetch copies into runs/RUN
 RUN ?=
 
 .PHONY: run-gcp status logs stop fetch push-train

@@ -5,12 +5,18 @@
 #   make build-train PROJECT=../my-trainer   # your own project folder instead (gantry build --project)
 #   make devcontainer PROJECT=../my-trainer  # its .devcontainer/devcontainer.json on that image
 #   make docker-base && make build-train BASE_IMAGE=gantry-base:bookworm    # no registry reachable
-#   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"
+#   make train-docker TRAIN_CONFIG=tictactoe ARGS="--run.max_steps=200"   # the CPU image (GPU=0), runs/docker-tictactoe
 
+#: 1: build-train builds the CUDA image, 0: the CPU one (default: use_gpu in infra/terraform.tfvars)
 GPU          ?=
+#: the base image build-train builds on instead of python:3.11-slim-bookworm (make docker-base: gantry-base:bookworm)
 BASE_IMAGE   ?=
+#: the local image train-docker runs
 TRAIN_IMAGE  ?= gantry-trainer:cpu
+#: trainer config (a packaged name) of train-docker
 TRAIN_CONFIG ?= connect4
+#: run folder of train-docker, under runs/ (mounted at /runs): not train-local's RUN_DIR
+TRAIN_RUN_DIR ?= runs/docker-$(TRAIN_CONFIG)
 BUILD_FLAGS  ?=
 
 .PHONY: build-train train-docker docker-base devcontainer
@@ -19,12 +25,12 @@ build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, 
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
 		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(PROJECT),--project $(PROJECT)) $(BUILD_FLAGS) $(ARGS)
 
-train-docker: ## train in the local CPU image (make build-train first); Ctrl-C checkpoints, runs land in ./runs
+train-docker: ## train in the local CPU image (make build-train GPU=0 ARGS=--no-push first); Ctrl-C checkpoints, runs land in TRAIN_RUN_DIR
 	@docker image inspect $(TRAIN_IMAGE) >/dev/null 2>&1 || { echo "gantry: error: no local image $(TRAIN_IMAGE). \
-	Build it first: make build-train (before make apply it builds here only)." >&2; exit 2; }
+	Build it first: make build-train GPU=0 ARGS=--no-push (the CPU image, whatever use_gpu says)." >&2; exit 2; }
 	@mkdir -p runs
 	docker run --rm $$([ -t 0 ] && echo -it) --init --network host --shm-size=1g --user "$$(id -u):$$(id -g)" \
-		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config $(TRAIN_CONFIG) $(ARGS)
+		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config $(TRAIN_CONFIG) --run.dir=$(TRAIN_RUN_DIR) $(ARGS)
 
 devcontainer: $(VENV)/.installed-dev ## write PROJECT's .devcontainer/devcontainer.json on the image its cloud run uses (builds it here if missing)
 	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make devcontainer PROJECT=<your project's folder>." >&2; exit 2; }

@@ -134,10 +134,16 @@ def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
     assert lines[0].startswith("gantry: building gantry-trainer:never from docker/Dockerfile")
 
 
+def test_train_docker_trains_into_a_folder_of_its_own_not_train_locals():
+    planned = subprocess.run(["make", "-n", "--no-print-directory", "train-docker", "TRAIN_CONFIG=tictactoe"],
+                             check=True, capture_output=True, text=True, cwd=REPO, timeout=120).stdout
+    assert '-v "' + str(REPO) + '/runs:/runs" gantry-trainer:cpu --config tictactoe --run.dir=runs/docker-tictactoe' in planned
+
+
 def test_train_docker_before_build_train_says_build_first():
     """Not a pull from Docker Hub of an image nobody published: the fix, in one line."""
     result = subprocess.run(["make", "-s", "--no-print-directory", "train-docker", "TRAIN_IMAGE=gantry-trainer:never-built"],
                             check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == ("gantry: error: no local image gantry-trainer:never-built. "
-                                             "Build it first: make build-train (before make apply it builds here only).")
+                                             "Build it first: make build-train GPU=0 ARGS=--no-push (the CPU image, whatever use_gpu says).")

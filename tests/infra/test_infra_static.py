@@ -247,6 +247,15 @@ def test_providers_bill_the_project_and_the_setup_apis_are_required():
     assert all(f'"{api}"' in required for api in SETUP_APIS)
 
 
+def test_infra_md_names_every_api_apply_enables():
+    locals_tf = (INFRA / "locals.tf").read_text()
+    required = re.findall(r'"([a-z]+)\.googleapis\.com"', locals_tf.split("required_apis = concat(", 1)[1].split(")", 1)[0])
+    [row] = [line for line in (REPO / "docs/INFRA.md").read_text().splitlines() if line.startswith("| APIs |")]
+    named = re.findall(r"[a-z]+", row.split("|")[2].split("(")[0])
+    assert sorted(named) == sorted(api for api in required if api != "tpu"), row
+    assert "tpu with `use_tpu`" in row
+
+
 def test_terraform_spells_the_run_key_as_the_launch_contract_does():
     """ignore_changes takes no expressions, so infra/main.tf and infra/tpu.tf name the run spec's key literally; if
     it drifted from launch_contract.RUN_KEY, `make apply` would wipe the launcher's run spec from every node."""

@@ -1,6 +1,7 @@
 """infra/terraform.tfvars -> Deployment: the subset of HCL people write, checked by Terraform against
 infra/variables.tf (the real terraform binary), with one-line errors that name the line and the fix."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -102,6 +103,29 @@ def test_reads_the_infra_example_that_users_copy():
         pytest.skip("infra/terraform.tfvars.example is not in this checkout yet")
     d = config.load(example)
     assert d.project_id and d.machine_type
+
+
+def uncommented(example: str, block: str) -> str:
+    """The example with the `# key = value` lines of the block whose comment starts with `block` uncommented."""
+    lines, inside = [], False
+    for line in example.splitlines():
+        inside = line.startswith(f"# {block}") or (inside and line.strip() != "")
+        setting = re.match(r"^# ([a-z_]+\s+=.*)$", line)
+        lines.append(setting.group(1) if inside and setting else line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("block, expected", [
+    ("GPU path", {"use_gpu": True, "accelerator_count": 1}),
+    ("TPU path", {"use_tpu": True, "tpu_type": "v3-8"}),
+    ("fallback_zones", {"fallback_zones": ("us-central1-b", "us-central1-c")})])
+def test_uncommenting_a_block_of_the_infra_example_is_the_whole_change(tmp_path, block, expected):
+    example = (INFRA / "terraform.tfvars.example").read_text()
+    path = tmp_path / "terraform.tfvars"
+    path.write_text(uncommented(example, block))
+    assert path.read_text() != example, f"the example has no commented {block} block"
+    d = config.load(path, INFRA)  # Terraform's own reading: a redefined attribute or a broken rule fails here
+    assert {key: getattr(d, key) for key in expected} == expected
 
 
 def test_strings_terraform_converts_are_converted(tmp_path):

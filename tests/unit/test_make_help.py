@@ -45,8 +45,10 @@ def test_help_lists_the_user_groups_in_order_with_the_variables_and_no_maintaine
     assert [h.split(" ")[0].rstrip(":") for h in heads] == ["Local", "Cloud", "Development", "Variables"]
     shown = re.findall(r"^  make (\S+)", out, flags=re.M)
     assert shown == [t for group in USER_GROUPS for t in groups()[group]]
-    for variable in ("CONFIG=", "RUN_DIR=", "ARGS=", "RUN=", "GPU="):
-        assert f"  {variable}" in out
+    listed = re.findall(r"^  ([A-Z][A-Z0-9_]*) ", out.split("Variables", 1)[1], flags=re.M)
+    assert {"CONFIG", "RUN_DIR", "ARGS", "RUN", "GPU", "PROJECT", "TORCH_SPEC", "TRAIN_CONFIG", "TEST_WORKERS",
+            "BASE_IMAGE"} <= set(listed)
+    assert "  CONFIG         the trainer config of train-local (now packages/selfplay/configs/connect4.yaml)" in out
     assert set(re.findall(r"^  make (\S+)", make("help-all"), flags=re.M)) == documented_targets() - {"help"}
 
 
@@ -70,3 +72,13 @@ def test_a_command_line_variable_no_makefile_reads_stops_make_naming_the_nearest
     assert said.startswith(f"{unknown}: no makefile here reads it, so make stopped; fix the spelling (the settings: "
                            "ARGS "), line
     assert " CONFIG " in said and " RUN_DIR " in said and " PY " not in said
+
+
+def test_every_setting_the_docs_set_is_in_make_help():
+    """A `NAME=value` the README or docs/ show for a setting a makefile declares (?=) is one make help explains."""
+    settings = {name for path in MAKEFILES for name in re.findall(r"^([A-Z][A-Z0-9_]*) *\?=", path.read_text(), flags=re.M)}
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    used = {name for name in settings if re.search(rf"(?<![A-Z_]){name}=", docs)}
+    listed = set(re.findall(r"^  ([A-Z][A-Z0-9_]*) ", make("help").split("Variables", 1)[1], flags=re.M))
+    assert used, "the docs set no make variable"
+    assert used <= listed, f"make help does not explain {sorted(used - listed)}; add a `#: ` line above each"

@@ -102,6 +102,21 @@ def test_readme_progress_line_is_one_the_trainer_prints():
             + "\n  ".join(printed))
 
 
+def test_readme_says_how_many_positions_the_progress_line_grades_and_the_table_grades():
+    """The line a run prints grades eval.positions_per_set positions per set (connect4.yaml's and the default);
+    the table is the bench's grading of all 1,000 afterwards: the README must not pass one off as the other."""
+    import yaml
+    from selfplay.config import EvalConfig
+
+    text = " ".join(readme().split())
+    shipped = yaml.safe_load((ROOT / "packages/selfplay/configs/connect4.yaml").read_text())["eval"]["positions_per_set"]
+    assert shipped == EvalConfig().positions_per_set
+    assert f"over the first {shipped} positions of each set (`eval.positions_per_set`" in text
+    assert "graded afterwards on all 1,000 positions per set" in text
+    curve = json.loads(BENCH_RESULT.read_text())["training"]["runs"][0]["curve"]
+    assert {point[test_set]["positions"] for point in curve for test_set in ("Middle-Medium", "Begin-Hard")} == {1000}
+
+
 def test_readme_minutes_table_is_the_committed_bench_result():
     assert BENCH_RESULT.name in readme()
     run = json.loads(BENCH_RESULT.read_text())["training"]["runs"][0]
