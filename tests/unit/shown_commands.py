@@ -107,7 +107,6 @@ class Proven:
     """Another test runs it through the command line (or, for Google's own commands, runs what they set up)."""
 
     node: str  # tests/PATH.py::test_function
-    pending: str = ""  # why the test is not in this tree yet: test_shown_commands.py xfails it, saying so
 
     def exists(self) -> bool:
         path, _, function = self.node.partition("::")
@@ -127,10 +126,8 @@ SUITE = Here("test_make_test_fast_and_test_and_lint_run_on_one_file")
 DRY = Here("test_make_accepts_every_shown_make_command")  # make -n, then the verb's own parser takes the flags
 
 LAUNCHER = "tests/launcher"
-# main's build branch: make devcontainer and gantry devcontainer (the README names them already)
 DEVCONTAINER_RUN = Proven(f"{LAUNCHER}/test_project_build.py::"
-                          "test_devcontainer_writes_the_project_image_and_keeps_an_existing_file",
-                          pending="make devcontainer and gantry devcontainer land from the build branch")
+                          "test_devcontainer_writes_the_project_image_and_keeps_an_existing_file")
 TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
 DEVCONTAINER = Proven("tests/docker/test_devcontainer.py::test_dev_container_comes_up_and_runs_the_fast_suite")
 CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains_checkpoints_and_stops_cleanly")
