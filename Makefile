@@ -85,7 +85,7 @@ HELP_CLOUD       := cost preflight build-train apply push-train run-gcp status l
 HELP_DEVELOPMENT := install-dev test test-fast lint bench clean help-all
 HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules infra-checkov-venv infra-checkov \
                     infra-render infra-shellcheck standin-schema standin-schema-check standin-env standin-plan \
-                    test-standin xla-venv test-xla docker-base
+                    test-standin xla-venv test-xla docker-base test-cuda-image
 HELP_MARK := \#\#
 # The settings make help lists: each ?= line whose line above is a `#: ` comment (Makefile, mk/*.mk), and that comment.
 USER_SETTINGS := $(shell awk '/^\#: /{ok=1; next} ok && /^[A-Z][A-Z0-9_]* *[?]=/{print $$1} {ok=0}' $(MAKEFILE_LIST))

@@ -19,7 +19,7 @@ TRAIN_CONFIG ?= connect4
 TRAIN_RUN_DIR ?= runs/docker-$(TRAIN_CONFIG)
 BUILD_FLAGS  ?=
 
-.PHONY: build-train train-docker docker-base devcontainer
+.PHONY: build-train train-docker docker-base devcontainer test-cuda-image
 
 build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
@@ -35,6 +35,10 @@ train-docker: ## train in the local CPU image (make build-train GPU=0 ARGS=--no-
 devcontainer: $(VENV)/.installed-dev ## write PROJECT's .devcontainer/devcontainer.json on the image its cloud run uses (builds it here if missing)
 	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make devcontainer PROJECT=<your project's folder>." >&2; exit 2; }
 	$(PY) -m gantry devcontainer $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) --project $(PROJECT) $(ARGS)
+
+test-cuda-image: $(VENV)/.installed-dev ## build the CUDA image here (5.4 GB, not pushed) and check it; CI does not: run it before landing a change to docker/
+	$(PY) -m gantry build --gpu --no-push $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
+	$(PYTEST) tests/docker/test_cuda_image.py $(ARGS)
 
 docker-base: ## make gantry-base:bookworm from Debian packages (debootstrap, root) for machines with no registry
 	bash scripts/docker_base.sh

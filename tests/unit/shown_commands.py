@@ -198,6 +198,10 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
                                    "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
     (r"^make devcontainer( .*)?$", DEVCONTAINER_RUN),
+    # builds the 5.4 GB CUDA image, which CI does not (tests/docker/test_cuda_image.py says why); its checks skip
+    # where the image is absent
+    (r"^make test-cuda-image$", Proven("tests/docker/test_cuda_image.py::"
+                                       "test_on_a_host_without_a_gpu_the_cuda_image_says_so_in_one_line_and_fails")),
     # the maintainers' targets the docs name
     (r"^make (infra-check|infra-checkov-venv|infra-render)$", Proven("tests/infra/test_infra_static.py::"
                                                                      "test_provider_free_module_tests_pass")),
