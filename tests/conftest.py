@@ -11,7 +11,17 @@ pytest 9.2 with xdist 3.8: the workers report the test ids without the group suf
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# `make test ARGS="-k x"` hands its command line to every make below it (MAKEFLAGS, and each variable exported), so a
+# make a test runs (make -n build-train, make plot) would get the suite's ARGS and refuse them: the tests' own makes
+# start clean. MAKEFLAGS lists the command line's variables after " -- ".
+for _assignment in os.environ.get("MAKEFLAGS", "").partition(" -- ")[2].split():
+    os.environ.pop(_assignment.partition("=")[0], None)
+for _inherited in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+    os.environ.pop(_inherited, None)
 
 GROUPS = (  # (start of the test's id, group)
     ("tests/docker/", "engine"),
