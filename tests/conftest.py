@@ -40,3 +40,14 @@ def pytest_xdist_make_scheduler(config, log):
             return group_of(nodeid) or nodeid
 
     return PathGroupScheduling(config, log)
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The run's bucket behind a Cloud Storage API (tests/gcs_server.py), for every client in this process:
+    STORAGE_EMULATOR_HOST points google-cloud-storage and gcsfs at it. Buckets: ``gcs.create_bucket(name)``."""
+    from gcs_server import EMULATOR_ENV, gcs_server
+
+    with gcs_server() as server:
+        monkeypatch.setenv(EMULATOR_ENV, server.url)
+        yield server
