@@ -6,8 +6,14 @@ The clients the nodes and the laptop use reach it the way Google documents for e
 (google-cloud-storage, and gcsfs, which reads the same variable: gcsfs.core._location) and the agent's own
 GANTRY_AGENT_STORAGE_URL (Settings.storage_url). The server ignores the bearer token, as it ignores IAM.
 
+The emulator serves the JSON API only. gcsfs (2025.x on) by default asks the Storage Control API (gRPC) for each
+bucket's layout (hierarchical or zonal) before an operation, and asks again at the next when it gets no answer:
+without credentials that costs seconds a call (minutes a training run). GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false,
+gcsfs's own switch (gcsfs/__init__.py, read when gcsfs is imported), leaves that extension out: the JSON API
+client underneath is the one the nodes use. ``environ`` has both for a process or a container.
+
     with gcs_server("runs-bucket") as gcs:
-        monkeypatch.setenv(EMULATOR_ENV, gcs.url)
+        subprocess.run([...], env={**os.environ, **gcs.environ})
         ... gs://runs-bucket/... ...
         gcs.read("gs://runs-bucket/runs/r1/stats.jsonl")
 """
@@ -25,6 +31,7 @@ import urllib.request
 from collections.abc import Iterator
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's and gcsfs's: the API's scheme://host:port
+GCSFS_LAYOUT_ENV = "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"  # "false": no Storage Control call (see above)
 
 
 def binary() -> str:
@@ -55,7 +62,7 @@ class GcsServer:
 
     def __init__(self, url: str):
         self.url = url
-        self.environ = {EMULATOR_ENV: url}
+        self.environ = {EMULATOR_ENV: url, GCSFS_LAYOUT_ENV: "false"}
 
     def _call(self, path: str, data: bytes | None = None, method: str = "GET") -> bytes:
         request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)
