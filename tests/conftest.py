@@ -50,3 +50,19 @@ def pytest_xdist_make_scheduler(config, log):
             return group_of(nodeid) or nodeid
 
     return PathGroupScheduling(config, log)
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The run's bucket behind a Cloud Storage API (tests/gcs_server.py), for every client in this process and
+    those it starts: STORAGE_EMULATOR_HOST points google-cloud-storage and gcsfs at it. Buckets:
+    ``gcs.create_bucket(name)``."""
+    import gcsfs
+    from gcs_server import gcs_server
+
+    with gcs_server() as server:
+        for name, value in server.environ.items():  # for this process (where gcsfs may be imported already) and
+            monkeypatch.setenv(name, value)         # for the processes it starts
+        # fsspec keeps one gcsfs filesystem per arguments, its listings cached: not the last test's bucket
+        gcsfs.GCSFileSystem.clear_instance_cache()
+        yield server

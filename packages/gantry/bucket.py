@@ -3,8 +3,8 @@
 infra/ creates the bucket with ``force_destroy = var.bucket_force_destroy`` (false by
 default), so `terraform destroy` refuses to delete a bucket that still holds run data:
 that refusal is how the data is kept. ``--delete-data`` empties the bucket first, and
-then Terraform deletes it. ``GANTRY_STORAGE_ENDPOINT`` points the client elsewhere
-(tests, emulators) with anonymous credentials.
+then Terraform deletes it. STORAGE_EMULATOR_HOST, which google-cloud-storage reads itself,
+points the client at an emulator (the tests' fake-gcs-server).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 from gantry.gcp import find_credentials
 
-STORAGE_ENDPOINT_ENV = "GANTRY_STORAGE_ENDPOINT"
 # The google provider's own refusal, and the GCS API's 409 should the provider let a delete through.
 NOT_EMPTY_MARKERS = ("containing objects without `force_destroy`", "bucket you tried to delete is not empty")
 
@@ -27,15 +26,8 @@ def empty(bucket_name: str, project: str, environ: Mapping[str, str]) -> int:
     """Delete every object in the bucket; returns how many were deleted."""
     from google.cloud import storage
 
-    endpoint = environ.get(STORAGE_ENDPOINT_ENV)
-    if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        client = storage.Client(project=project, credentials=AnonymousCredentials(),
-                                client_options={"api_endpoint": endpoint})
-    else:
-        credentials, _ = find_credentials(environ)
-        client = storage.Client(project=project, credentials=credentials)
+    credentials, _ = find_credentials(environ)
+    client = storage.Client(project=project, credentials=credentials)
     deleted = 0
     for blob in client.list_blobs(bucket_name):
         blob.delete()

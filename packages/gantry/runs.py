@@ -46,6 +46,9 @@ from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
+# fsspec keeps one filesystem per arguments and caches its listings: a process that reads the bucket again (a
+# --follow, the node twin) while the nodes write it would see it as it was. Each read here asks the bucket.
+FRESH = {"use_listings_cache": False}
 # Node states a start brings back: Compute's TERMINATED, STOPPED, SUSPENDED; Cloud TPU's STOPPED (nodes:stop).
 STOPPED_STATES = ("TERMINATED", "STOPPED", "SUSPENDED")
 DELETED = "DELETED"  # NodeStatus.vm of a node the API no longer has (a get answers 404)
@@ -300,7 +303,7 @@ def _records_newest_first(run_url: str):
     import fsspec
 
     try:
-        with fsspec.open(f"{run_url}/{STATS_FILE}", "r") as stats:
+        with fsspec.open(f"{run_url}/{STATS_FILE}", "r", **FRESH) as stats:
             lines = stats.read().splitlines()
     except (FileNotFoundError, OSError):
         return
@@ -355,7 +358,7 @@ def run_ids(bucket_url: str) -> list[str]:
     """The runs the bucket holds (the folders under runs/), oldest first as run-YYYYmmdd-HHMMSS sorts."""
     import fsspec
 
-    fs, root = fsspec.core.url_to_fs(f"{bucket_url}/runs")
+    fs, root = fsspec.core.url_to_fs(f"{bucket_url}/runs", **FRESH)
     try:
         entries = fs.ls(root, detail=True)
     except FileNotFoundError:
@@ -369,7 +372,7 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
     size are skipped, so a fetch during training brings only what is new."""
     import fsspec
 
-    fs, root = fsspec.core.url_to_fs(run_url)
+    fs, root = fsspec.core.url_to_fs(run_url, **FRESH)
     if not fs.exists(root):
         raise GantryError(f"no run at {run_url}", f"List the runs with `gsutil ls {run_url.rsplit('/', 1)[0]}/`, "
                           "or check the run id `make run-gcp` printed.")

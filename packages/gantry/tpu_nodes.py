@@ -29,6 +29,7 @@ from gantry.errors import GantryError
 from gantry.gcp import GoogleApis
 from gantry.runs import (
     DELETED,
+    FRESH,
     STOPPED_STATES,
     TPU_PREEMPTED,
     Cluster,
@@ -164,7 +165,7 @@ class TpuNodes:
         if spec is None or not spec.run_dir:
             return "", start
         try:
-            with fsspec.open(console_log_url(spec.run_dir, node.rank), "rb") as log:
+            with fsspec.open(console_log_url(spec.run_dir, node.rank), "rb", **FRESH) as log:
                 data = log.read()
         except (FileNotFoundError, OSError):
             return "", start  # nothing uploaded yet

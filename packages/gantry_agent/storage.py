@@ -1,4 +1,4 @@
-"""The run's bucket as the agent reads and writes it: a file:// folder (tests, the node twin) or gs:// through the
+"""The run's bucket as the agent reads and writes it: a file:// folder (a shared disk, tests) or gs:// through the
 Cloud Storage JSON API with the VM's token (the node's service account holds objectAdmin on the runs bucket,
 infra/iam.tf). Stdlib only: urllib, no client library."""
 

@@ -42,8 +42,10 @@ class RunDir:
     def _fs_and_root(self):
         import fsspec
 
-        # gcsfs logs its bucket-type probe and feature flags at every call; check_bucket has said what matters.
-        logging.getLogger("gcsfs").setLevel(logging.ERROR)
+        # gcsfs logs its bucket-type probe and feature flags at every call, and at ERROR with a traceback what it
+        # then handles itself (a move the server refuses falls back to copy and delete) or raises to us; check_bucket
+        # has said what matters, and what fails here fails the run with its own message.
+        logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
         return fsspec.core.url_to_fs(self.url)
 
     @property

@@ -1,5 +1,5 @@
 """packages/toytrain under real torchrun: two ranks over gloo, its records read by the node agent's own reader,
-its output mirrored to a bucket URL, and a second launch with a fresh staging folder resuming from the bucket."""
+its output mirrored to the bucket (fake-gcs-server), and a second launch with a fresh staging folder resuming from the bucket."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gantry.runs import run_ended
+from gantry.runs import fetch, run_ended
 from launch_contract import RUN_DIR_ENV, STAGING_ENV, newest_record
 
 pytestmark = pytest.mark.slow
@@ -29,17 +29,19 @@ def torchrun(steps: int, run_dir: str, staging: Path) -> subprocess.CompletedPro
                           env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_toytrain_trains_two_ranks_mirrors_to_the_bucket_and_resumes_from_it(tmp_path):
-    bucket = tmp_path / "bucket"
-    first = torchrun(6, f"file://{bucket}/runs/toy", tmp_path / "staging-a")
+def test_toytrain_trains_two_ranks_mirrors_to_the_bucket_and_resumes_from_it(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    url = "gs://runs-bucket/runs/toy"  # fake-gcs-server through the program's gcsfs (tests/gcs_server.py)
+    first = torchrun(6, url, tmp_path / "staging-a")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "2 rank(s) over gloo, steps 0 -> 6" in first.stdout
     assert newest_record(str(tmp_path / "staging-a"))["step"] == 6  # what the agent reports
-    assert newest_record(str(bucket / "runs" / "toy"))["step"] == 6  # what make fetch brings home
-    assert (bucket / "runs" / "toy" / "ckpt.pt").is_file()
+    fetch(url, str(tmp_path / "fetched"))  # what make fetch brings home
+    assert newest_record(str(tmp_path / "fetched"))["step"] == 6 and (tmp_path / "fetched" / "ckpt.pt").is_file()
 
-    second = torchrun(10, f"file://{bucket}/runs/toy", tmp_path / "staging-b")  # a fresh VM: only the bucket
+    second = torchrun(10, url, tmp_path / "staging-b")  # a fresh VM: only the bucket
     assert second.returncode == 0, second.stdout + second.stderr
     assert "steps 6 -> 10" in second.stdout
-    assert newest_record(str(bucket / "runs" / "toy"))["step"] == 10
-    assert run_ended(f"file://{bucket}/runs/toy")  # status leaves its powered-off Spot nodes alone
+    fetch(url, str(tmp_path / "fetched"))
+    assert newest_record(str(tmp_path / "fetched"))["step"] == 10
+    assert run_ended(url)  # status leaves its powered-off Spot nodes alone

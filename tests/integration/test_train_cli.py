@@ -177,21 +177,23 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     assert 0 <= data["End-Easy"]["mcts_weak"] <= 1 and data["End-Easy"]["positions"] == 10
 
 
-def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path):
-    """run.dir as an fsspec URL (file:// stands in for gs://): checkpoints reach it; a new machine resumes."""
-    bucket = tmp_path / "bucket" / "runs" / "r1"
-    url = f"file://{bucket}"
-    env = {**os.environ, "GANTRY_STAGING": str(tmp_path / "machine-a")}
+def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path, gcs):
+    """run.dir=gs://... against fake-gcs-server through the trainer's gcsfs: checkpoints reach the bucket, the
+    check of the bucket lets it through, and a new machine resumes from it."""
+    gcs.create_bucket("runs-bucket")
+    url = "gs://runs-bucket/runs/r1"
+    env = _no_google(tmp_path, **gcs.environ, GANTRY_STAGING=str(tmp_path / "machine-a"))
     first = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
                             "--run.max_steps=40", *FAST], capture_output=True, text=True, env=env, timeout=240, check=False)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert sorted(p.name for p in bucket.iterdir()) == ["ckpt-000000040.pt", "stats.jsonl", "tb"]
+    assert "error:" not in first.stderr and "Traceback" not in first.stderr, first.stderr
+    assert {name.split("/")[0] for name in gcs.names(url)} == {"ckpt-000000040.pt", "stats.jsonl", "tb"}
     env["GANTRY_STAGING"] = str(tmp_path / "machine-b")  # a fresh VM: nothing local
     second = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe", f"--run.dir={url}",
                              "--run.max_steps=60", *FAST], capture_output=True, text=True, env=env, timeout=240, check=False)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "at step 40" in second.stdout
-    assert (bucket / "ckpt-000000060.pt").is_file()
+    assert "ckpt-000000060.pt" in gcs.names(url)
 
 
 def _no_google(tmp_path, **extra) -> dict:
@@ -215,7 +217,8 @@ def _service_account_key(path, token_uri: str) -> str:
 
 
 @pytest.mark.parametrize("case", ["no credentials", "token server unreachable", "missing bucket", "forbidden"])
-def test_a_bucket_run_dir_this_machine_cannot_use_is_one_line_within_seconds(tmp_path, case):
+def test_a_bucket_run_dir_this_machine_cannot_use_is_one_line_within_seconds(tmp_path, case, gcs):
+    """A missing bucket is fake-gcs-server's 404; a forbidden one fake_storage's 403 (the emulator has no IAM)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launcher"))
     from fake_storage import FakeStorage
 
@@ -223,7 +226,9 @@ def test_a_bucket_run_dir_this_machine_cannot_use_is_one_line_within_seconds(tmp
         env, bucket = _no_google(tmp_path), {"missing bucket": "no-such-bucket", "forbidden": "locked"}.get(case, "runs")
         if case == "token server unreachable":
             env["GOOGLE_APPLICATION_CREDENTIALS"] = _service_account_key(tmp_path / "key.json", "http://127.0.0.1:9/t")
-        if case in ("missing bucket", "forbidden"):
+        if case == "missing bucket":
+            env.update(gcs.environ)
+        if case == "forbidden":
             env["STORAGE_EMULATOR_HOST"] = storage.base_url
         env["GANTRY_STAGING"] = str(tmp_path / "staging")
         result = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe",

@@ -1,6 +1,8 @@
-"""A stand-in for the Cloud Storage JSON API calls gantry makes: objects.list (GET /storage/v1/b/{bucket}/o:
-`gantry destroy --delete-data`, the trainer's check of a gs:// run dir, and the agent's restore of --sync folders
-with ?prefix=P, a page of ``page_size`` items at a time and nextPageToken / pageToken), objects.get with
+"""A stand-in for the Cloud Storage JSON API calls gantry makes, for what fake-gcs-server (tests/gcs_server.py, the
+bucket of most tests) does not give: Google's error bodies, a chosen page size, the token of each call, a count of
+uploads. objects.list (GET /storage/v1/b/{bucket}/o: the trainer's check of a gs:// run dir, and the agent's
+restore of --sync folders with ?prefix=P, a page of ``page_size`` items at a time and nextPageToken / pageToken),
+objects.get with
 ?alt=media (GET .../o/{object}: the object's data), objects.delete (DELETE .../o/{object}) and the simple upload
 (POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name=...: a TPU VM agent's ConsoleLog, the agent's copies
 of --sync folders). Missing buckets, missing objects and denied callers get Google's real error bodies

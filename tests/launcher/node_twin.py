@@ -23,6 +23,10 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from unittest import mock
+
+import gcsfs
+from gcs_server import GcsServer, gcs_server
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "infra"))  # the renderer tests/infra uses
 from gantry_agent import shipped_files
@@ -103,7 +107,7 @@ class LocalRegistry:
 
 
 class TwinNode:
-    def __init__(self, root: Path, metadata, script: str, bucket: Path, **agent_settings: str):
+    def __init__(self, root: Path, metadata, script: str, bucket: GcsServer, **agent_settings: str):
         self.root, self.metadata = root, metadata
         self.bin = root / "bin"
         self.bin.mkdir(parents=True)
@@ -120,11 +124,13 @@ class TwinNode:
             "TWIN_NODE_DIR": str(root),
             "GANTRY_SYSTEMD_DIR": str(root / "systemd"),
             # What differs between a VM and this machine: the metadata server's address, two nodes on one
-            # machine (their own state folders, no /dev/ttyS1), and the local bucket mounted into containers.
+            # machine (their own state folders, no /dev/ttyS1), and the bucket's address: the agent's JSON API
+            # client and the containers' gcsfs (on the host network, as the agent runs them) ask the GCS server.
             "GANTRY_METADATA_URL": metadata.url,
+            "GANTRY_AGENT_STORAGE_URL": bucket.url,
             "GANTRY_AGENT_STATE_DIR": str(root / "var-lib-gantry"),
             "GANTRY_AGENT_SERIAL": str(self.serial),
-            "GANTRY_AGENT_DOCKER_RUN_ARGS": f"-v {bucket}:{bucket}",
+            "GANTRY_AGENT_DOCKER_RUN_ARGS": " ".join(f"-e {name}={value}" for name, value in bucket.environ.items()),
             "GANTRY_AGENT_SHM_SIZE": "1g",
             "GANTRY_AGENT_WATCH_SECONDS": "2",
             "GANTRY_AGENT_HEARTBEAT_SECONDS": "5",
@@ -180,18 +186,20 @@ class TwinNode:
 class TwinDeployment:
     """`make apply` as the twin has it: terraform output of the deployment (nodes, registry, master at 127.0.0.1),
     Spot VMs in the fake Compute API with the agent and the startup script in their metadata, a local registry,
-    and a file:// folder for the bucket that the VMs' containers see at the same path."""
+    and the bucket in a GCS server (fake-gcs-server, tests/gcs_server.py) that gantry here, the agents and the
+    containers reach over loopback; ``names`` and ``read`` look into it."""
 
     def __init__(self, stack, fake, infra: Path, tmp_path: Path, names: list[str]):
         from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs
 
         self.stack, self.tmp_path = stack, tmp_path
-        self.bucket = tmp_path / "bucket"
-        self.bucket.mkdir(mode=0o777)
-        self.bucket.chmod(0o777)  # Google's bucket takes the node's writes, whatever uid the trainer runs as
-        self.environ = {"GANTRY_BUCKET_URL": f"file://{self.bucket}"}
         self.registry = stack.enter_context(LocalRegistry(tmp_path / "registry"))
         self.outputs = cluster_outputs(names, master="127.0.0.1", registry_host=self.registry.host)
+        self.bucket = stack.enter_context(gcs_server(self.outputs["bucket"]))  # what `make apply` made
+        self.bucket_url = f"gs://{self.outputs['bucket']}"
+        stack.enter_context(mock.patch.dict(os.environ, self.bucket.environ))  # gantry's gcsfs in this process
+        gcsfs.GCSFileSystem.clear_instance_cache()  # one per arguments, listings cached: not another test's
+        self.environ: dict[str, str] = {}  # the run's folder is gs://BUCKET/runs/RUN_ID, as on Google
         apply_outputs_module(infra, self.outputs)
         self.script = startup_script(tmp_path, self.registry.host)
         self.vms = add_nodes(fake, names)
@@ -202,6 +210,14 @@ class TwinDeployment:
                                        {"key": "gantry-contract",
                                         "value": (REPO / "packages/launch_contract.py").read_text()},
                                        {"key": "startup-script", "value": self.script}]
+
+    def names(self, folder: str) -> list[str]:
+        """The objects under the bucket's ``folder`` (e.g. runs/twin), their names relative to it."""
+        return self.bucket.names(f"{self.bucket_url}/{folder}")
+
+    def read(self, path: str) -> bytes:
+        """The object at the bucket's ``path`` (e.g. runs/twin/stats.jsonl); FileNotFoundError where there is none."""
+        return self.bucket.read(f"{self.bucket_url}/{path}")
 
     def boot(self, run_id: str) -> list[TwinNode]:
         """Each VM boots: startup script as root -> docker login with the metadata token -> the agent as a unit.

@@ -3,6 +3,8 @@ real terraform binary, and a FakeCompute holding its nodes."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -55,3 +57,19 @@ def add_nodes(fake, names: list[str], zone: str = "us-central1-a", statuses: lis
 
 def metadata_items(vm: dict) -> dict[str, str]:
     return {item["key"]: item["value"] for item in vm["metadata"]["items"]}
+
+
+@contextlib.contextmanager
+def trainer_stats(run_url: str, staging: Path):
+    """The trainer's stats writer (selfplay.stats.RunLog) in its staging folder, mirrored to the run's folder in the
+    bucket by its own RunDir when the block ends, as the trainer does after each checkpoint. Calls with the same
+    ``staging`` append to one stats.jsonl."""
+    from launch_contract import STATS_FILE
+    from selfplay.rundir import RunDir
+    from selfplay.stats import RunLog
+
+    run = RunDir(run_url, staging_root=str(staging))
+    log = RunLog(run.local, stream=io.StringIO())
+    yield log
+    log.close()
+    run.push(run.local / STATS_FILE)

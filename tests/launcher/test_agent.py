@@ -212,20 +212,27 @@ def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     assert "--user" not in on_cpu and "--ulimit" not in on_cpu  # CPU and GPU containers keep the image's USER
 
 
-def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes):
+def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes, gcs):
     # Cloud TPU has no serial port API, so `gantry logs` reads the run's output from the run's folder.
-    node = start_node(nodes, tmp_path, metadata, GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5")
+    gcs.create_bucket("runs-bucket")
+    node = start_node(nodes, tmp_path, metadata, GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5",
+                      GANTRY_AGENT_STORAGE_URL=gcs.url)
     metadata.set_attribute("tpu-env", "ACCELERATOR_TYPE: 'v3-8'\n")  # what Cloud TPU puts on its VMs
-    bucket = tmp_path / "bucket"
-    run = {"args": ["--steps", "0"], "tpu": True, "run_dir": f"file://{bucket}/runs/r9"}
+    run = {"args": ["--steps", "0"], "tpu": True, "run_dir": "gs://runs-bucket/runs/r9"}
     metadata.set_attribute(RUN_KEY, spec("r9", **run))
-    log = bucket / "runs" / "r9" / "logs" / "node-0.log"
-    wait_until(lambda: log.exists() and "step 1 | games 3 | loss 0.5" in log.read_text(), timeout=120,
+
+    def log() -> str:  # the object `gantry logs` reads
+        try:
+            return gcs.read("gs://runs-bucket/runs/r9/logs/node-0.log").decode()
+        except FileNotFoundError:
+            return ""
+
+    wait_until(lambda: "step 1 | games 3 | loss 0.5" in log(), timeout=120,
                what="the trainer's output in the bucket while it runs")
-    assert "gantry-agent: started run r9" in log.read_text()
+    assert "gantry-agent: started run r9" in log()
     assert "step 1 | games 3" in node.output()  # the serial port gets it as before
     metadata.set_attribute(RUN_KEY, spec("r9", action="stop", **run))
-    wait_until(lambda: "SIGTERM: checkpoint at step" in log.read_text(), timeout=90, what="the stop in the bucket")
+    wait_until(lambda: "SIGTERM: checkpoint at step" in log(), timeout=90, what="the stop in the bucket")
     wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
 
 

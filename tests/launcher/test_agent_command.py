@@ -1,6 +1,6 @@
 """A launch that runs any command (RunSpec.command) with --sync folders and its own stats file: the agent's
 `docker run`, its decision when the command fails, and the agent process end to end against fake_metadata and
-fake_docker (a file:// bucket)."""
+fake_docker, the bucket behind fake-gcs-server (tests/gcs_server.py)."""
 
 from __future__ import annotations
 
@@ -90,14 +90,14 @@ def nodes():
 
 
 def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_copied_until_it_stops(tmp_path, metadata,
-                                                                                                    nodes):
-    bucket = tmp_path / "bucket"
-    run_dir = f"file://{bucket}/runs/r5"
-    copied = bucket / "runs" / "r5" / "sync" / "node-0" / "ckpt"
-    assert sync_url(run_dir, 0, "ckpt") == f"file://{copied}"
-    copied.mkdir(parents=True)
-    (copied / "step-40.txt").write_text("step 40\n")  # what the node wrote before its preemption
-    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STOP_GRACE_SECONDS="20")
+                                                                                                    nodes, gcs):
+    gcs.create_bucket("runs-bucket")
+    run_dir = "gs://runs-bucket/runs/r5"
+    copied = sync_url(run_dir, 0, "ckpt")
+    assert copied == "gs://runs-bucket/runs/r5/sync/node-0/ckpt"
+    gcs.write(f"{copied}/step-40.txt", b"step 40\n")  # what the node wrote before its preemption
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STOP_GRACE_SECONDS="20",
+                GANTRY_AGENT_STORAGE_URL=gcs.url)
     nodes.append(node.start())
     run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
            "sync_seconds": 1, "stats_file": "metrics.json", "node_addrs": ["127.0.0.1"]}
@@ -110,13 +110,13 @@ def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_cop
     (docker_run,) = node.docker_calls("run")
     assert docker_run[docker_run.index("--entrypoint") + 1] == ""
     assert f"{node.root}/var/runs/r5/sync/ckpt:{WORKDIR}/ckpt" in docker_run
-    wait_until((copied / "step-45.txt").exists, what="a copy while the program runs")  # every second
+    wait_until(lambda: gcs.exists(f"{copied}/step-45.txt"), what="a copy while the program runs")  # every second
     assert node.docker_calls("cp")[0][1] == f"gantry-run-r5-0:{WORKDIR}/metrics.json"  # the stats, out of it
 
     metadata.set_attribute(RUN_KEY, spec("r5", action="stop", **run))
     wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
     assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "15"]  # the grace, cut for the final copy
-    assert (copied / "final.txt").read_text().startswith("stopped at step ")  # written at SIGTERM, then copied
+    assert gcs.read(f"{copied}/final.txt").startswith(b"stopped at step ")  # written at SIGTERM, then copied
     log = node.agent_output()
     order = ["stopping gantry-run-r5-0 (the run spec says stop): SIGTERM (the program checkpoints), up to 15 s to exit",
              "gantry-run-r5-0 stopped after", "(final copy)", "final copy of the --sync folders done in",
@@ -142,19 +142,19 @@ def test_a_command_that_fails_at_once_is_reported_with_its_last_line_and_not_res
 
 
 def test_at_preemption_the_agent_stops_the_command_then_copies_its_folder_within_the_spot_notice(tmp_path,
-                                                                                                 metadata, nodes):
-    bucket = tmp_path / "bucket"
-    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR)
+                                                                                                 metadata, nodes, gcs):
+    gcs.create_bucket("runs-bucket")
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
     nodes.append(node.start())
-    run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": f"file://{bucket}/runs/r7",
+    run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": "gs://runs-bucket/runs/r7",
            "sync": ["ckpt"], "sync_seconds": 3600}  # no copy on the timer: the final copy alone
     metadata.set_attribute(RUN_KEY, spec("r7", **run))
     wait_until(lambda: "iteration 3" in node.output(), what="the program running")
     begun = time.monotonic()
     assert node.stop() == 0  # SIGTERM to the agent: what systemd sends at a shutdown or a Spot preemption
     took = time.monotonic() - begun
-    copied = bucket / "runs" / "r7" / "sync" / "node-0" / "ckpt"
-    assert (copied / "final.txt").exists() and (copied / "step-3.txt").exists()
+    copied = gcs.names("gs://runs-bucket/runs/r7/sync/node-0/ckpt")
+    assert "final.txt" in copied and "step-3.txt" in copied
     assert took < 30, f"the stop path took {took:.1f} s of the Spot VM's 30"
     assert "the agent is stopping (shutdown or preemption)" in node.agent_output()
     print(json.dumps({"stop path (SIGTERM to the agent's exit)": f"{took:.2f} s"}))

@@ -1,6 +1,9 @@
 """A run's --sync folders in the bucket (gantry_agent.sync, .storage, .outputs): restore before the start, copies of
-what changed while the program runs, the final copy at a stop; a file:// bucket and gs:// through the Cloud Storage
-JSON API's stand-in (fake_storage). No process: tests/launcher/test_agent_command.py runs the whole agent."""
+what changed while the program runs, the final copy at a stop. The bucket is fake-gcs-server (tests/gcs_server.py)
+behind the agent's own JSON API client; fake_storage stands in where a test needs what the emulator does not give:
+pages of a chosen size and the bearer token (it takes any), and Google's 403 and 404 error bodies (it has no IAM,
+and answers a missing bucket with its own body). No process: tests/launcher/test_agent_command.py runs the whole
+agent."""
 
 from __future__ import annotations
 
@@ -31,24 +34,26 @@ def write(path, text: str, mtime: float | None = None) -> None:
         os.utime(path, (mtime, mtime))
 
 
-def test_a_file_bucket_restores_what_the_folder_lacks_and_keeps_what_the_program_wrote_since(tmp_path):
-    bucket, local = tmp_path / "bucket" / "ckpt", tmp_path / "run" / "sync" / "ckpt"
-    write(bucket / "step-1.pt", "one", mtime=1000)
-    write(bucket / "sub" / "step-2.pt", "two", mtime=1000)
-    write(bucket / "latest", "step-1", mtime=1000)
-    write(local / "latest", "step-3", mtime=2000)  # the program's newer file, its last copy lost in a preemption
-    folder = FolderSync(str(local), f"file://{bucket}", lambda: "unused", "")
+def test_a_bucket_restores_what_the_folder_lacks_and_keeps_what_the_program_wrote_since(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    bucket, local = sync_url("gs://runs-bucket/runs/r1", 1, "ckpt"), tmp_path / "run" / "sync" / "ckpt"
+    for name, data in (("step-1.pt", b"one"), ("sub/step-2.pt", b"two"), ("latest", b"step-1")):
+        gcs.write(f"{bucket}/{name}", data)
+    # the program's newer file (the bucket's were written just now), its last copy lost in a preemption
+    write(local / "latest", "step-3", mtime=time.time() + 3600)
+    folder = FolderSync(str(local), bucket, lambda: "vm-token", gcs.url)
     assert folder.restore() == 2
     assert (local / "step-1.pt").read_text() == "one" and (local / "sub" / "step-2.pt").read_text() == "two"
     assert (local / "latest").read_text() == "step-3"  # newer here: kept, and copied back at the first push
-    assert folder.push() == (1, 0) and (bucket / "latest").read_text() == "step-3"
+    assert folder.push() == (1, 0) and gcs.read(f"{bucket}/latest") == b"step-3"
     assert folder.push() == (0, 0)  # nothing changed: nothing copied
-    assert FolderSync(str(local), f"file://{bucket}", lambda: "", "").restore() == 0  # a restart writes nothing
+    assert FolderSync(str(local), bucket, lambda: "", gcs.url).restore() == 0  # a restart writes nothing
 
 
-def test_a_push_copies_changed_files_only_and_deletes_nothing_in_the_bucket(tmp_path):
-    bucket, local = tmp_path / "bucket", tmp_path / "local"
-    folder = FolderSync(str(local), f"file://{bucket}", lambda: "", "")
+def test_a_push_copies_changed_files_only_and_deletes_nothing_in_the_bucket(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    bucket, local = "gs://runs-bucket/runs/r1/sync/node-0/out", tmp_path / "local"
+    folder = FolderSync(str(local), bucket, lambda: "", gcs.url)
     folder.restore()  # an empty bucket: nothing to put back, the folder is made
     write(local / "a", "1")
     write(local / "b", "1")
@@ -56,8 +61,7 @@ def test_a_push_copies_changed_files_only_and_deletes_nothing_in_the_bucket(tmp_
     write(local / "a", "22")  # changed (size and mtime)
     os.remove(local / "b")  # the program deleted an old checkpoint
     assert folder.push() == (1, 0)
-    assert (bucket / "a").read_text() == "22" and (bucket / "b").read_text() == "1"
-    assert not list(bucket.glob("*.tmp"))  # each copy renamed into place
+    assert gcs.names(bucket) == ["a", "b"] and gcs.read(f"{bucket}/a") == b"22" and gcs.read(f"{bucket}/b") == b"1"
 
 
 def test_gs_restore_pages_through_objects_list_and_gets_each_with_the_vms_token(tmp_path):
@@ -113,7 +117,7 @@ def test_an_unreadable_bucket_fails_the_start_rather_than_start_without_the_chec
             raise AssertionError("restore of a missing bucket must fail the start")
 
 
-def test_the_final_copy_and_the_grace_fit_in_a_spot_vms_notice(tmp_path, capsys):
+def test_the_final_copy_and_the_grace_fit_in_a_spot_vms_notice(tmp_path, capsys, gcs):
     """GCE gives a preempted Spot VM 30 s. With --sync folders the grace is cut so that SIGTERM, the grace and the
     final copy (at most sync_final_seconds) fit; the final copy of a few small files takes well under that."""
     settings = Settings({})
@@ -121,24 +125,24 @@ def test_the_final_copy_and_the_grace_fit_in_a_spot_vms_notice(tmp_path, capsys)
     grace = settings.stop_grace(syncing=True)
     assert grace == 15 and grace + settings.sync_final_seconds + 5 <= SPOT_NOTICE_SECONDS
     lines = []
-    with FakeStorage(buckets={"runs-bucket": []}) as storage:
-        spec = command_spec("gs://runs-bucket/runs/r1", sync=("ckpt", "logs"))
-        outputs = RunOutputs(spec, str(tmp_path), None, lambda: "t", storage.endpoint, lines.append)
-        outputs.restore()
-        for i in range(10):  # what the program wrote since the last copy, and at its SIGTERM
-            write(local_folder(str(tmp_path), "ckpt") + f"/step-{i}.pt", "x" * 10_000)
-            write(local_folder(str(tmp_path), "logs") + f"/events-{i}.log", "y" * 1_000)
-        begun = time.monotonic()
-        outputs.final(deadline=begun + settings.sync_final_seconds)
-        took = time.monotonic() - begun
-    assert len([k for k in storage.objects if k[1].startswith("runs/r1/sync/node-1/")]) == 20
+    gcs.create_bucket("runs-bucket")
+    spec = command_spec("gs://runs-bucket/runs/r1", sync=("ckpt", "logs"))
+    outputs = RunOutputs(spec, str(tmp_path), None, lambda: "t", gcs.url, lines.append)
+    outputs.restore()
+    for i in range(10):  # what the program wrote since the last copy, and at its SIGTERM
+        write(local_folder(str(tmp_path), "ckpt") + f"/step-{i}.pt", "x" * 10_000)
+        write(local_folder(str(tmp_path), "logs") + f"/events-{i}.log", "y" * 1_000)
+    begun = time.monotonic()
+    outputs.final(deadline=begun + settings.sync_final_seconds)
+    took = time.monotonic() - begun
+    assert len(gcs.names("gs://runs-bucket/runs/r1/sync/node-1")) == 20
     assert grace + took < SPOT_NOTICE_SECONDS and took < settings.sync_final_seconds
     assert lines[-1].startswith("final copy of the --sync folders done in ")
-    print(f"final copy of 20 small files through the JSON API stand-in: {took:.3f} s")
+    print(f"final copy of 20 small files to fake-gcs-server: {took:.3f} s")
 
 
 def test_a_final_copy_out_of_time_leaves_the_rest_for_the_copies_before(tmp_path):
-    lines = []
+    lines = []  # the bucket is never asked to copy: a file:// folder will do
     spec = command_spec(f"file://{tmp_path}/bucket/runs/r1", sync=("ckpt",))
     outputs = RunOutputs(spec, str(tmp_path / "run"), None, lambda: "", "", lines.append)
     outputs.restore()

@@ -1,6 +1,7 @@
-"""A TPU VM's output in the run's bucket folder (gantry_agent.console_log.ConsoleLog) against the Cloud Storage stand-in:
-the JSON API's simple upload with the VM's token, whole-object rewrites, the trim past MAX_BYTES, and a refused
-upload that is one line and no crash."""
+"""A TPU VM's output in the run's bucket folder (gantry_agent.console_log.ConsoleLog) against the Cloud Storage stand-in
+(fake_storage: it records each upload and its token, and refuses with Google's 403): the JSON API's simple upload
+with the VM's token, whole-object rewrites, and a refused upload that is one line and no crash; the trim past
+MAX_BYTES against fake-gcs-server."""
 
 from fake_storage import FakeStorage
 from gantry_agent.console_log import ConsoleLog
@@ -39,15 +40,15 @@ def test_uploads_wait_their_turn_and_flush_sends_the_rest(tmp_path):
         assert len(storage.tokens) == 2  # nothing new: no upload
 
 
-def test_past_max_bytes_the_oldest_half_goes(tmp_path):
-    with FakeStorage(buckets={"runs-bucket": []}) as storage:
-        log = console(tmp_path, storage)
-        log.MAX_BYTES = 100
-        for i in range(12):
-            log.write(f"line {i:02d} of the trainer\n")  # 22 bytes a line
-        kept = storage.objects[("runs-bucket", "runs/r1/logs/node-0.log")].decode()
-        assert kept.startswith("gantry-agent: (earlier output dropped)\n") and kept.endswith("line 11 of the trainer\n")
-        assert len(kept) <= 100 and "line 00" not in kept
+def test_past_max_bytes_the_oldest_half_goes(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    log = ConsoleLog(URL, str(tmp_path / "console" / "r1-0.log"), lambda: "vm-token", gcs.url, 0.0)
+    log.MAX_BYTES = 100
+    for i in range(12):
+        log.write(f"line {i:02d} of the trainer\n")  # 22 bytes a line
+    kept = gcs.read(URL).decode()  # fake-gcs-server: the object as the last whole upload left it
+    assert kept.startswith("gantry-agent: (earlier output dropped)\n") and kept.endswith("line 11 of the trainer\n")
+    assert len(kept) <= 100 and "line 00" not in kept
 
 
 def test_a_refused_upload_is_one_line_and_the_run_goes_on(tmp_path, capsys):

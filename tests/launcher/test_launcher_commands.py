@@ -1,7 +1,7 @@
 """gantry run of your own command and project (#41): the words after -- sorted into trainer flags, a torchrun program
 or a plain command; --project's image; --sync / --stats; the spec each node gets; status, stop and fetch of such a
-run. Against the fake Compute API and registry, terraform output from an outputs-only module, and a file://
-directory standing in for the bucket."""
+run. Against the fake Compute API and registry, terraform output from an outputs-only module, and the bucket behind
+fake-gcs-server (tests/gcs_server.py)."""
 
 from __future__ import annotations
 
@@ -43,14 +43,13 @@ def registry():
 
 
 @pytest.fixture
-def world(fake, deployment, tmp_path, registry):
+def world(fake, deployment, registry, gcs):
     outputs = cluster_outputs(NAMES, registry_host=registry.host)
     apply_outputs_module(deployment.infra, outputs)
     digest = registry.add("demo-project/gantry/gantry-trainer", "cpu")  # what `make build-train` pushed
-    bucket = tmp_path / "bucket"
-    bucket.mkdir()
-    return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "bucket": bucket,
-            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"}, "repository": outputs["image_repository_url"],
+    gcs.create_bucket(outputs["bucket"])  # what `make apply` made
+    return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "gcs": gcs,
+            "bucket": f"gs://{outputs['bucket']}", "environ": {}, "repository": outputs["image_repository_url"],
             "image": f"{outputs['image_repository_url']}/gantry-trainer@{digest}"}
 
 
@@ -103,7 +102,7 @@ def test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nod
     result = cli("run", "--detach", "--run-id", "c1", "--sync", "checkpoints", "--sync", "logs/tb/", "--stats",
                  "out/stats.json", "--sync-every", "30", "--", *COMMAND, environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
-    run_dir = f"file://{world['bucket']}/runs/c1"
+    run_dir = f"{world['bucket']}/runs/c1"
     for rank, spec in enumerate(specs(world)):
         assert spec.command and not spec.torchrun and spec.args == tuple(COMMAND)  # no selfplay flags, no budget
         assert spec.node_rank == rank and spec.node_addrs == (node_address(0), node_address(1))
@@ -170,20 +169,21 @@ def test_run_refuses_a_bad_project_sync_or_stats_in_one_line_before_anything_sta
 def test_resume_of_a_run_the_bucket_does_not_hold_is_refused_naming_those_it_holds(cli, fake, world):
     empty = cli("run", "--detach", "--resume", "run-20260601-120000", environ=world["environ"])
     assert empty.status == ExitStatus.ERROR
-    assert empty.stderr.splitlines() == [(f"gantry: error: no run run-20260601-120000 in file://{world['bucket']}/runs/ "
+    assert empty.stderr.splitlines() == [(f"gantry: error: no run run-20260601-120000 in {world['bucket']}/runs/ "
                                          "to resume. The bucket holds no run yet: start one without --resume.")]
     for run_id in ("run-20260601-120000", "run-20260602-090000"):
-        (world["bucket"] / "runs" / run_id).mkdir(parents=True)
-        (world["bucket"] / "runs" / run_id / "stats.jsonl").write_text('{"step": 1}\n')
+        world["gcs"].write(f"{world['bucket']}/runs/{run_id}/stats.jsonl", b'{"step": 1}\n')
     typo = cli("run", "--detach", "--resume", "run-20260601-12000", environ=world["environ"])
     assert typo.status == ExitStatus.ERROR
     assert typo.stderr.splitlines() == [
-        (f"gantry: error: no run run-20260601-12000 in file://{world['bucket']}/runs/ to resume. Resume one it holds "
+        (f"gantry: error: no run run-20260601-12000 in {world['bucket']}/runs/ to resume. Resume one it holds "
         "(run-20260601-120000, run-20260602-090000), or start a new run without --resume.")]
     assert nothing_started(fake, world)
-    held = cli("run", "--detach", "--resume", "run-20260602-090000", environ=world["environ"])
+    # a run the bucket got since this process listed it: the listing is asked again, not remembered
+    world["gcs"].write(f"{world['bucket']}/runs/run-20260603-070000/stats.jsonl", b'{"step": 1}\n')
+    held = cli("run", "--detach", "--resume", "run-20260603-070000", environ=world["environ"])
     assert held.status == ExitStatus.OK, held.output
-    assert specs(world)[0].run_id == "run-20260602-090000"
+    assert specs(world)[0].run_id == "run-20260603-070000"
 
 
 def test_status_of_a_command_run_shows_each_nodes_last_line_own_stats_and_error(cli, world):
@@ -226,13 +226,12 @@ def test_status_restarts_a_preempted_spot_node_of_a_command_run_and_says_it_bill
 
 
 def test_fetch_brings_each_nodes_sync_folders_home(cli, world, deployment):
-    run = world["bucket"] / "runs" / "c4"
+    run, write = f"{world['bucket']}/runs/c4", world["gcs"].write
     for rank in (0, 1):
-        folder = Path(sync_url(str(run), rank, "checkpoints"))
-        (folder / ".hydra").mkdir(parents=True)
-        (folder / "model.pt").write_bytes(b"w" * 100)
-        (folder / ".hydra" / "config.yaml").write_text("lr: 0.1\n")  # the program's own dot-folder comes too
-    (Path(sync_url(str(run), 0, "checkpoints")) / ".model-2.pt.part").write_bytes(b"half")  # an upload in progress
+        folder = sync_url(run, rank, "checkpoints")
+        write(f"{folder}/model.pt", b"w" * 100)
+        write(f"{folder}/.hydra/config.yaml", b"lr: 0.1\n")  # the program's own dot-folder comes too
+    write(f"{sync_url(run, 0, 'checkpoints')}/.model-2.pt.part", b"half")  # an upload in progress
     result = cli("fetch", "c4", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     local = deployment.root / "runs" / "c4"

@@ -1,7 +1,6 @@
 """gantry destroy: terraform destroy, then the Compute inventory of what still carries the label."""
 
 import pytest
-from fake_storage import FakeStorage
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 
@@ -66,11 +65,13 @@ def test_bucket_with_run_data_is_kept(cli, deployment):
     assert "--delete-data" in result.stdout
 
 
-def test_delete_data_empties_the_bucket_first(cli, applied):
-    with FakeStorage({"demo-project-gantry-runs": ["runs/r1/step-100.pt", "runs/r1/stats.jsonl"]}) as storage:
-        result = cli("destroy", "-y", "--delete-data", environ={"GANTRY_STORAGE_ENDPOINT": storage.endpoint})
+def test_delete_data_empties_the_bucket_first(cli, applied, gcs):
+    gcs.create_bucket("demo-project-gantry-runs")
+    for name in ("runs/r1/step-100.pt", "runs/r1/stats.jsonl"):
+        gcs.write(f"gs://demo-project-gantry-runs/{name}", b"data")
+    result = cli("destroy", "-y", "--delete-data")
     assert result.status == ExitStatus.OK, result.output
-    assert storage.buckets["demo-project-gantry-runs"] == []
+    assert gcs.names("gs://demo-project-gantry-runs") == []
     assert "Emptied gs://demo-project-gantry-runs: 2 object(s) deleted" in result.stdout
     assert "after --delete-data emptied it" in result.stdout
 

@@ -1,9 +1,8 @@
 """gantry run / status / logs / stop / fetch against the fake Compute API, with terraform output from
-an outputs-only module and a file:// directory standing in for the bucket."""
+an outputs-only module and the bucket behind fake-gcs-server (tests/gcs_server.py), read by gantry's own gcsfs."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import time
@@ -29,8 +28,7 @@ from launch_contract import (
     newest_record,
 )
 from launcher_helpers import needs_terraform
-from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items
-from selfplay.stats import RunLog
+from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items, trainer_stats
 from toytrain.train import train_record
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
@@ -44,14 +42,13 @@ def registry():
 
 
 @pytest.fixture
-def world(fake, deployment, tmp_path, registry):
+def world(fake, deployment, tmp_path, registry, gcs):
     outputs = cluster_outputs(NAMES, registry_host=registry.host)
     apply_outputs_module(deployment.infra, outputs)
     digest = registry.add("demo-project/gantry/gantry-trainer", "cpu")  # what `make build-train` pushed
-    bucket = tmp_path / "bucket"
-    bucket.mkdir()
-    return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "bucket": bucket,
-            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"},
+    gcs.create_bucket(outputs["bucket"])  # what `make apply` made
+    return {"vms": add_nodes(fake, NAMES, statuses=["RUNNING", "TERMINATED"]), "gcs": gcs,
+            "bucket": f"gs://{outputs['bucket']}", "staging": tmp_path / "staging", "environ": {},
             "image": f"{outputs['image_repository_url']}/gantry-trainer@{digest}"}
 
 
@@ -77,14 +74,15 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
         specs.append(spec)
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
-    assert specs[0].args == ("--config", "tictactoe", f"--run.dir=file://{world['bucket']}/runs/r1",
+    assert specs[0].args == ("--config", "tictactoe", f"--run.dir={world['bucket']}/runs/r1",
                              f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}", "--run.max_steps=50")
     assert f"stops with a checkpoint after run.max_minutes={DEFAULT_RUN_MAX_MINUTES} minutes" in result.stdout
     assert specs[0].launched_at == specs[1].launched_at
     assert "make status" in result.stdout
 
     time.sleep(0.01)
-    RunLog(world["bucket"] / "runs" / "r1", stream=io.StringIO()).close()  # the trainer made the run's folder
+    with trainer_stats(f"{world['bucket']}/runs/r1", world["staging"]):  # the trainer made the run's folder
+        pass
     again = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
     assert again.status == ExitStatus.OK, again.output
     resumed = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
@@ -106,7 +104,7 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
                  "--config", "x", environ=world["environ"])  # a -- and --config inside the program are its own
     assert result.status == ExitStatus.OK, result.output
     assert "Program: torchrun -m toytrain.train --steps 5 -- --config x" in result.stdout
-    run_dir = f"file://{world['bucket']}/runs/r1"
+    run_dir = f"{world['bucket']}/runs/r1"
     for rank, vm in enumerate(world["vms"]):
         spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
         assert spec.torchrun and spec.args == ("-m", "toytrain.train", "--steps", "5", "--", "--config", "x")
@@ -191,11 +189,10 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
-    stats = RunLog(world["bucket"] / "runs" / "r1")  # the trainer's own writer, as in the bucket's mirror
-    stats.record(600, {eval_key("Begin-Easy", "mcts_weak"): 0.05, eval_key("Middle-Medium", "mcts_weak"): 0.12,
-                       eval_key("Middle-Medium", "policy_weak"): 0.3}, kind="eval")
-    stats.record(680, {"charts/step": 680})
-    stats.close()
+    with trainer_stats(f"{world['bucket']}/runs/r1", world["staging"]) as stats:
+        stats.record(600, {eval_key("Begin-Easy", "mcts_weak"): 0.05, eval_key("Middle-Medium", "mcts_weak"): 0.12,
+                           eval_key("Middle-Medium", "policy_weak"): 0.3}, kind="eval")
+        stats.record(680, {"charts/step": 680})
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     lines = result.stdout.splitlines()
@@ -239,14 +236,13 @@ def test_status_shows_the_latest_arena_and_latest_arena_reads_the_newest_record(
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
-    run_url = f"file://{world['bucket']}/runs/r1"
+    run_url = f"{world['bucket']}/runs/r1"
     assert runs.latest_arena(run_url) is None  # no stats.jsonl yet
-    stats = RunLog(world["bucket"] / "runs" / "r1")  # the trainer's own writer, as in the bucket's mirror
-    stats.record(300, arena_record(150.0, {"random": (40, 0, 10, 0.0)}), kind="arena")
-    stats.record(600, arena_record(812.4, {"random": (50, 0, 0, 0.0), "mcts1000": (20, 10, 20, 790.0),
-                                           "step-300": (30, 5, 15, 640.0)}), kind="arena")
-    stats.record(680, {"charts/step": 680})
-    stats.close()
+    with trainer_stats(run_url, world["staging"]) as stats:
+        stats.record(300, arena_record(150.0, {"random": (40, 0, 10, 0.0)}), kind="arena")
+        stats.record(600, arena_record(812.4, {"random": (50, 0, 0, 0.0), "mcts1000": (20, 10, 20, 790.0),
+                                               "step-300": (30, 5, 15, 640.0)}), kind="arena")
+        stats.record(680, {"charts/step": 680})
     step, elo, opponents = runs.latest_arena(run_url)
     assert (step, elo) == (600, 812.4) and set(opponents) == {"random", "mcts1000", "step-300"}
     assert opponents["mcts1000"]["draws"] == 10 and opponents["random"]["score"] == 1.0
@@ -304,30 +300,29 @@ def test_stop_says_when_the_idle_shutdown_is_off(cli, world, deployment):
 
 
 def test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed(cli, world, deployment):
-    run = world["bucket"] / "runs" / "r3"
-    (run / "tb").mkdir(parents=True)
-    (run / "ckpt-000000040.pt").write_bytes(b"x" * 1000)
-    (run / "stats.jsonl").write_text('{"step": 40}\n')
-    (run / "tb" / "events.out.tfevents.1.node").write_bytes(b"e" * 10)
-    (run / ".ckpt-000000050.pt.part").write_bytes(b"half")
-    (run / "tb" / ".events.out.tfevents.2.node.part").write_bytes(b"half")
+    run, write = f"{world['bucket']}/runs/r3", world["gcs"].write
+    write(f"{run}/ckpt-000000040.pt", b"x" * 1000)
+    write(f"{run}/stats.jsonl", b'{"step": 40}\n')
+    write(f"{run}/tb/events.out.tfevents.1.node", b"e" * 10)
+    write(f"{run}/.ckpt-000000050.pt.part", b"half")
+    write(f"{run}/tb/.events.out.tfevents.2.node.part", b"half")
     result = cli("fetch", "r3", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     local = deployment.root / "runs" / "r3"
     assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == [
         "ckpt-000000040.pt", "stats.jsonl", "tb/events.out.tfevents.1.node"]
     assert "Copied 3 file(s)" in result.stdout
-    (run / "stats.jsonl").write_text('{"step": 40}\n{"step": 50}\n')  # the run goes on: only this grew
+    write(f"{run}/stats.jsonl", b'{"step": 40}\n{"step": 50}\n')  # the run goes on: only this grew
     again = cli("fetch", "r3", environ=world["environ"])
     assert "Copied 1 file(s)" in again.stdout and "stats.jsonl" in again.stdout
     missing = cli("fetch", "nope", environ=world["environ"])
-    assert missing.status == ExitStatus.ERROR and "no run at file://" in missing.stderr
-    assert f"gsutil ls file://{world['bucket']}/runs/`" in missing.stderr  # the bucket itself, not BUCKET
+    assert missing.status == ExitStatus.ERROR and f"no run at {world['bucket']}/runs/nope" in missing.stderr
+    assert f"gsutil ls {world['bucket']}/runs/`" in missing.stderr  # the bucket itself, not BUCKET
 
 
 @pytest.mark.parametrize("run_id", ["..", ".", "../r3", "-r3"])
 def test_fetch_refuses_what_is_not_a_run_id_in_one_line(cli, world, deployment, run_id):
-    (world["bucket"] / "runs" / "r3").mkdir(parents=True)
+    world["gcs"].write(f"{world['bucket']}/runs/r3/stats.jsonl", b"")
     result = cli("fetch", "--", run_id, environ=world["environ"])
     assert result.status == ExitStatus.ERROR, result.output
     assert result.stderr.splitlines() == [(f"gantry: error: {run_id!r} is not a run id. A run id is a folder name "
@@ -380,32 +375,28 @@ def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake
     # Run r2 reached max_steps (the trainer's end record is the newest in the bucket); node 1 then powered off
     # idle, its spec still saying start. Starting it would only bill until the next idle shutdown.
     from launch_contract import END_KIND
-    from selfplay.stats import RunLog
 
     assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
     for vm in world["vms"]:
         vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
     world["vms"][1]["status"] = "TERMINATED"
-    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
-    log.record(500, {"losses/total": 1.0})
-    log.record(500, {"reason": "max_steps"}, kind=END_KIND)
-    log.close()
+    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
+        log.record(500, {"losses/total": 1.0})
+        log.record(500, {"reason": "max_steps"}, kind=END_KIND)
     fake.started.clear()
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == [] and "starting it" not in result.stdout
 
     # an arena of its checkpoints, run after the end and mirrored to the bucket, does not reopen the run
-    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
-    log.record(500, {"arena/elo": 900.0}, kind="arena")
-    log.close()
+    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
+        log.record(500, {"arena/elo": 900.0}, kind="arena")
     assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
 
     # the same run resumed with a larger budget trains on: its newest record is no longer the end, so a
     # preemption is healed again
-    log = RunLog(world["bucket"] / "runs" / "r2", stream=io.StringIO())
-    log.record(520, {"losses/total": 0.9})
-    log.close()
+    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
+        log.record(520, {"losses/total": 0.9})
     assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == ["gantry-node-1"]
 
 

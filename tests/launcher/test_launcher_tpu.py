@@ -1,6 +1,6 @@
 """gantry run / status / logs / stop on a Cloud TPU VM (use_tpu): the Cloud TPU API v2 over REST, served by
-fake_googleapis with Google's JSON shapes, terraform output from an outputs-only module, and a file:// directory
-standing in for the bucket. No Compute call may reach the node: a TPU VM is not a Compute instance."""
+fake_googleapis with Google's JSON shapes, terraform output from an outputs-only module, and the bucket behind
+fake-gcs-server (tests/gcs_server.py). No Compute call may reach the node: a TPU VM is not a Compute instance."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import pytest
 from fake_registry import FakeRegistry
 from gantry.status import ExitStatus
+from gantry_agent import storage
 from launch_contract import RunSpec, console_log_url
 from launcher_helpers import needs_terraform
 from runs_helpers import apply_outputs_module, cluster_outputs
@@ -25,14 +26,13 @@ def registry():
 
 
 @pytest.fixture
-def tpu(apis, deployment, tmp_path, registry):
+def tpu(apis, deployment, registry, gcs):
     outputs = {**cluster_outputs([NODE], registry_host=registry.host), "use_tpu": True}
     apply_outputs_module(deployment.infra, outputs)
     digest = registry.add("demo-project/gantry/gantry-trainer", "tpu")  # `make build-train` with use_tpu
-    bucket = tmp_path / "bucket"
-    bucket.mkdir()
-    return {"node": apis.add_tpu_node(NODE, state="STOPPED"), "bucket": bucket,
-            "environ": {"GANTRY_BUCKET_URL": f"file://{bucket}"},
+    gcs.create_bucket(outputs["bucket"])
+    return {"node": apis.add_tpu_node(NODE, state="STOPPED"), "bucket": f"gs://{outputs['bucket']}", "gcs": gcs,
+            "environ": {},
             "image": f"{outputs['image_repository_url']}/gantry-trainer@{digest}"}
 
 
@@ -52,7 +52,7 @@ def test_run_starts_the_stopped_tpu_node_and_patches_the_spec_into_its_metadata_
     assert metadata["gantry-agent"] == "# the agent" and metadata["startup-script"] == "#!/bin/bash"
     spec = RunSpec.from_json(metadata["gantry-run"])
     assert spec.tpu and spec.image == tpu["image"] and spec.node_rank == 0 and spec.nnodes == 1
-    assert spec.args[-1] == "--run.max_steps=50" and spec.run_dir == f"file://{tpu['bucket']}/runs/t1"
+    assert spec.args[-1] == "--run.max_steps=50" and spec.run_dir == f"{tpu['bucket']}/runs/t1"
     assert any(r.startswith("GET /v2/projects/demo-project/locations/us-central1-a/operations/") for r in apis.requests)
     assert not any("/instances/" in r for r in fake.requests), "a TPU VM is not a Compute instance"
 
@@ -72,10 +72,10 @@ def test_logs_reads_the_run_output_the_agent_keeps_in_the_bucket(cli, apis, tpu)
     assert cli("run", "--detach", "--run-id", "t2", environ=tpu["environ"]).status == ExitStatus.OK
     empty = cli("logs", environ=tpu["environ"])
     assert empty.status == ExitStatus.OK and empty.stdout == ""  # nothing uploaded yet
-    log = tpu["bucket"] / "runs" / "t2" / "logs" / "node-0.log"
-    assert console_log_url(f"file://{tpu['bucket']}/runs/t2", 0) == f"file://{log}"
-    log.parent.mkdir(parents=True)
-    log.write_text("gantry-agent: started run t2\nstep 10 | games 40\n")
+    log = console_log_url(f"{tpu['bucket']}/runs/t2", 0)
+    assert log == f"{tpu['bucket']}/runs/t2/logs/node-0.log"
+    # what the TPU VM's agent uploads (gantry_agent.console_log), through its own client
+    storage.upload(log, b"gantry-agent: started run t2\nstep 10 | games 40\n", lambda: "vm-token", tpu["gcs"].url)
     result = cli("logs", environ=tpu["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert result.stdout == "gantry-agent: started run t2\nstep 10 | games 40\n"

@@ -10,12 +10,15 @@ docker/Dockerfile and pushing it to a real registry server (Debian's docker-regi
 script Terraform renders, run as root on each "VM", the node agent it installs from instance metadata,
 the Docker engine, the trainer image and torchrun's rendezvous between two containers over loopback.
 Only Google stands in: the Compute API (FakeCompute, driven by the real google-cloud-compute client),
-each VM's metadata server (FakeMetadata) and the bucket (a folder behind the same fsspec code as gs://).
+each VM's metadata server (FakeMetadata) and Cloud Storage (fake-gcs-server: gantry's, the trainer's and the
+agent's own clients read and write gs://BUCKET through its JSON API).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
 import subprocess
 import time
@@ -55,8 +58,9 @@ def engine():
         pytest.skip("docker-registry is not installed (scripts/ci-setup.d/20-docker.sh installs it)")
 
 
-def steps_in(folder) -> list[int]:
-    return sorted(int(m.group(1)) for p in folder.glob("ckpt-*.pt") if (m := re.fullmatch(r"ckpt-(\d+)\.pt", p.name)))
+def steps_in(names) -> list[int]:
+    """The steps of the checkpoints among a folder's file names (the bucket's, or os.listdir's)."""
+    return sorted(int(m.group(1)) for name in names if (m := re.fullmatch(r"ckpt-(\d+)\.pt", name)))
 
 
 def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, monkeypatch):
@@ -90,7 +94,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
 
         # make apply: the twin's deployment (terraform outputs, VMs in the fake Compute API, registry, bucket)
         twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
-        bucket, environ, outputs, vms = twin.bucket, twin.environ, twin.outputs, twin.vms
+        environ, outputs, vms = twin.environ, twin.outputs, twin.vms
         ran.append("apply")
         phase("the deployment is applied")
 
@@ -143,8 +147,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # Spot preemption of node 1: agent and trainer gone at once, the VM TERMINATED. Node 0's trainer loses its
         # peer and its agent restarts it; make status starts the stopped Spot VM, it boots again, and both ranks
         # resume from the run's newest checkpoint and train on.
-        run_dir = bucket / "runs" / "twin"
-        before = steps_in(run_dir)[-1]
+        run_dir = "runs/twin"
+        before = steps_in(twin.names(run_dir))[-1]
         nodes[1].preempt("gantry-run-twin-1")
         vms[1]["status"] = "TERMINATED"
         healed = gantry("status", environ=environ)
@@ -153,8 +157,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         assert fake.started == ["gantry-node-1"] and vms[1]["status"] == "RUNNING"
         rebooted = nodes[1].boot()
         assert rebooted.returncode == 0, rebooted.stdout + rebooted.stderr
-        wait_until(lambda: "resumed from" in nodes[0].output() and steps_in(run_dir)[-1] > before, timeout=600,
-                   interval=3, what=f"both ranks to resume after the preemption; node 0 said:\n"
+        wait_until(lambda: "resumed from" in nodes[0].output() and steps_in(twin.names(run_dir))[-1] > before,
+                   timeout=600, interval=3, what=f"both ranks to resume after the preemption; node 0 said:\n"
                                     f"{nodes[0].output()[-3000:]}\nnode 1 said:\n{nodes[1].output()[-3000:]}")
         resumed_at = int(re.search(r"resumed from \S+ at step (\d+)", nodes[0].output()).group(1))
         assert resumed_at >= before  # from the newest checkpoint, not from scratch
@@ -165,7 +169,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # make stop: both nodes stop at the same step, with a final checkpoint in the bucket
         stopped = gantry("stop", "-y", "--timeout", "300", environ=environ)
         assert stopped.status == ExitStatus.OK, stopped.output + nodes[0].output()[-3000:]
-        stopped_at = steps_in(run_dir)[-1]
+        stopped_at = steps_in(twin.names(run_dir))[-1]
         for rank, node in enumerate(nodes):
             assert f"rank {rank} finished at step {stopped_at}," in node.output(), node.output()[-3000:]
 
@@ -174,7 +178,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         fetched = gantry("fetch", "twin", environ=environ)
         assert fetched.status == ExitStatus.OK, fetched.output
         local = deployment.root / "runs" / "twin"
-        assert steps_in(local)[-1] == stopped_at
+        assert steps_in(os.listdir(local))[-1] == stopped_at
         records = [json.loads(line) for line in (local / "stats.jsonl").read_text().splitlines()]
         assert any(r["kind"] == "eval" for r in records)
         assert list((local / "tb").glob("events.out.tfevents.*")), "TensorBoard events came home"
@@ -190,10 +194,10 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
                    what=f"the resumed run to finish; node 0 said:\n{nodes[0].output()[-3000:]}")
         assert f"at step {stopped_at} " in nodes[0].output()  # "resumed from ckpt-... at step N (...)"
-        final = steps_in(run_dir)[-1]
+        final = steps_in(twin.names(run_dir))[-1]
         assert final >= stopped_at and f"rank 1 finished at step {final}," in nodes[1].output()
         # the budget ended it, not a step count or a signal (the first session ended by make stop's SIGTERM)
-        records = [json.loads(line) for line in (run_dir / STATS_FILE).read_text().splitlines()]
+        records = [json.loads(line) for line in twin.read(f"{run_dir}/{STATS_FILE}").decode().splitlines()]
         ends = [r for r in records if r.get(KIND_KEY) == END_KIND]
         assert [r.get("reason") for r in ends] == ["max_minutes"], ends
         phase("the resumed run ended by itself at the default budget on both nodes")
@@ -217,6 +221,7 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     """gantry run -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the trainer image,
     under torchrun on both nodes, meeting over gloo at node 0, its output in the bucket and its step in gantry
     status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
+    from gantry.runs import fetch
     from launch_contract import newest_record
 
     for rank in range(2):
@@ -254,9 +259,10 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
                        f"gantry-run-toy-{rank}")
         assert facts.stdout.split() == ['["torchrun"]', pushed], facts.stdout + facts.stderr
 
-    run_dir = twin.bucket / "runs" / "toy"  # mirrored to the bucket: what make fetch brings home
-    assert newest_record(str(run_dir))["step"] == steps
-    assert (run_dir / "ckpt.pt").is_file()
+    home = twin.tmp_path / "toy-home"  # mirrored to the bucket: what make fetch brings home
+    fetch(f"{twin.bucket_url}/runs/toy", str(home))
+    assert newest_record(str(home))["step"] == steps
+    assert (home / "ckpt.pt").is_file()
 
 
 # What the twin adds to the README's own-project run: a run id, a free port, copies every 3 s instead of 120, and
@@ -300,9 +306,8 @@ def your_own_project(cli, twin, nodes, stack, deployment, phase) -> None:
                         what=f"status to show the program's own stats; node 0 said:\n{nodes[0].output()[-3000:]}"
                              f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
     print(status.stdout)
-    run_dir = twin.bucket / "runs" / "chess"
-    synced = run_dir / "sync" / "node-1" / sync_folder
-    wait_until(lambda: list(synced.glob("model_*.pt")), timeout=300, interval=2,
+    synced = f"runs/chess/sync/node-1/{sync_folder}"
+    wait_until(lambda: fnmatch.filter(twin.names(synced), "model_*.pt"), timeout=300, interval=2,
                what=f"node 1's checkpoints in the bucket; its agent said:\n{nodes[1].agent_output()[-3000:]}")
     for rank in range(2):  # a plain command in the project's image: no entry point, the project's folder
         facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.WorkingDir}}",

@@ -1,34 +1,36 @@
-"""A run directory in a bucket: what the trainer mirrors up (file:// stands in for gs://, same fsspec code)."""
+"""A run directory in a bucket: what the trainer mirrors up, to fake-gcs-server through gcsfs (tests/gcs_server.py)."""
 
 from selfplay.rundir import RunDir
 from selfplay.stats import RunLog
 
 
-def test_push_mirrors_checkpoints_stats_and_the_tensorboard_events_that_changed(tmp_path):
-    bucket = tmp_path / "bucket"
-    run = RunDir(f"file://{bucket}/runs/r1", staging_root=str(tmp_path / "staging"))
+def test_push_mirrors_checkpoints_stats_and_the_tensorboard_events_that_changed(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    remote = "gs://runs-bucket/runs/r1"
+    run = RunDir(remote, staging_root=str(tmp_path / "staging"))
     log = RunLog(run.local)  # the trainer's own writer: stats.jsonl and tb/ events
     log.record(10, {"losses/total": 1.5})
     log._tb.flush()
     ckpt = run.local / "ckpt-000000010.pt"
     ckpt.write_bytes(b"weights")
     run.push(ckpt, run.local / "stats.jsonl")
-    remote = bucket / "runs" / "r1"
-    events = sorted((remote / "tb").glob("events.out.tfevents.*"))
-    assert (remote / "ckpt-000000010.pt").read_bytes() == b"weights" and (remote / "stats.jsonl").is_file()
-    assert len(events) == 1 and events[0].stat().st_size > 0
-    assert not [p for p in remote.rglob(".*")], "no half-uploaded files stay behind"
+    names = gcs.names(remote)
+    events = [name for name in names if name.startswith("tb/events.out.tfevents.")]
+    assert gcs.read(f"{remote}/ckpt-000000010.pt") == b"weights" and "stats.jsonl" in names
+    assert len(events) == 1 and gcs.read(f"{remote}/{events[0]}")
+    assert not [name for name in names if name.rsplit("/", 1)[-1].startswith(".")], "no half-uploaded files stay"
 
-    first_size = events[0].stat().st_size
+    first_size = len(gcs.read(f"{remote}/{events[0]}"))
     log.record(20, {"losses/total": 1.2})
     log.close()
     run.push(run.local / "stats.jsonl")
-    assert events[0].stat().st_size > first_size, "the grown event file is copied up again"
-    assert (remote / "stats.jsonl").read_text().count("\n") == 2
+    assert len(gcs.read(f"{remote}/{events[0]}")) > first_size, "the grown event file is copied up again"
+    assert gcs.read(f"{remote}/stats.jsonl").count(b"\n") == 2
 
 
-def test_pull_on_a_fresh_machine_brings_the_newest_checkpoint_and_stats(tmp_path):
-    url = f"file://{tmp_path / 'bucket'}/runs/r2"
+def test_pull_on_a_fresh_machine_brings_the_newest_checkpoint_and_stats(tmp_path, gcs):
+    gcs.create_bucket("runs-bucket")
+    url = "gs://runs-bucket/runs/r2"
     first = RunDir(url, staging_root=str(tmp_path / "machine-1"))
     first.local.mkdir(parents=True)
     for step in (10, 20):
