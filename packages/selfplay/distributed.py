@@ -77,7 +77,14 @@ def init_distributed(backend: str, timeout_s: float) -> DistInfo:
     local_rank = int(os.environ.get(LOCAL_RANK_ENV, "0"))
     if chosen == "nccl":
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s))
+    try:
+        dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s))
+    except RuntimeError as error:  # a peer that failed first (a bad run.dir) closes its end of the mesh: one line
+        if not is_collective_failure(error):
+            raise
+        raise LostRankError(f"rank {os.environ.get('RANK', '?')} could not form the process group "
+                            f"({first_words(str(error))}): another rank failed first and its error says why; fix "
+                            f"that, then {start_again(nodes)[0]}") from None
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, chosen, nodes)
 
 
@@ -100,6 +107,14 @@ def agree(ready: bool, stop: bool, info: DistInfo, device: torch.device, progres
     dist.all_reduce(flags, op=dist.ReduceOp.SUM)
     return (int(flags[0]) == 0, int(flags[1]) > 0 or int(flags[4]) > 0, int(flags[2]) / 100_000 / info.world_size,
             int(flags[3]) - 1 if int(flags[3]) else None, int(flags[4]) > 0)
+
+
+def start_again(nodes: int) -> tuple[str, str]:
+    """What a lost rank's line tells the user to do, and the same as a gerund. On one machine there are no other
+    nodes to start: the one command that launched the ranks starts them all again."""
+    if nodes > 1:
+        return "start every node again", "starting every node again"
+    return "run the same command again", "running the same command again"
 
 
 def first_words(text: str, limit: int = 160) -> str:

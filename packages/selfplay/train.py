@@ -29,6 +29,7 @@ from .distributed import (
     first_words,
     init_distributed,
     is_collective_failure,
+    start_again,
 )
 from .errors import RunError, SelfplayError
 from .games import make_game
@@ -75,7 +76,7 @@ def train(cfg: Config) -> int:
                 raise
             raise LostRankError(f"rank {info.rank} lost contact with another rank while the run started "
                                 f"({first_words(str(error))}): another rank failed first and its error says why; "
-                                f"fix that, then {start_again(info)[0]}") from None
+                                f"fix that, then {start_again(info.nodes)[0]}") from None
         finally:
             runlog.close()
     finally:
@@ -221,7 +222,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
 def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None) -> str:
     """What a rank that lost another says. Only rank 0 writes checkpoints: another rank names the newest one
     rank 0 reported in the last agree(), or says there is none, and never claims one of its own."""
-    again, doing_it = start_again(info)
+    again, doing_it = start_again(info.nodes)
     if saved_step is None:
         resumes = f"rank 0 reported no checkpoint, so {doing_it} starts the run over from step 0"
     else:
@@ -229,14 +230,6 @@ def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None
                    + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
                    + f"); {again} to resume")
     return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
-
-
-def start_again(info: DistInfo) -> tuple[str, str]:
-    """What a lost rank's line tells the user to do, and the same as a gerund. On one machine there are no other
-    nodes to start: the one command that launched the ranks starts them all again."""
-    if info.nodes > 1:
-        return "start every node again", "starting every node again"
-    return "run the same command again", "running the same command again"
 
 
 def _time_progress(cfg: Config, elapsed_s: float) -> float:
