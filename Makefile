@@ -125,7 +125,7 @@ plot: $(VENV)/.installed ## Pons error and Elo of RUN_DIR against minutes -> RUN
 	$(PY) -m selfplay plot --run $(RUN_DIR) $(ARGS)
 
 tensorboard: $(VENV)/.installed ## TensorBoard over runs/ (local and fetched runs), at http://localhost:6006
-	$(VENV)/bin/tensorboard --logdir runs $(ARGS)
+	$(PY) -m tensorboard.main --logdir runs $(ARGS)  # the module, not bin/tensorboard: the dev container's venv has no script
 
 test: $(VENV)/.installed-dev lint ## lint, then the whole test suite (slow, terraform and docker tests included)
 	$(PYTEST) $(ARGS)
