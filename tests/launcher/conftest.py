@@ -59,3 +59,23 @@ def cli(fake, apis, deployment, monkeypatch):
         return Result(status, out.getvalue(), err.getvalue())
 
     return run
+
+
+# ---- the agent's process tests (test_agent.py, test_agent_command.py) ----
+@pytest.fixture
+def metadata():
+    """A metadata server (FakeMetadata) for the agent processes a test starts."""
+    from fake_metadata import FakeMetadata
+
+    with FakeMetadata() as server:
+        yield server
+
+
+@pytest.fixture
+def nodes():
+    """The agent processes a test starts (agent_helpers.Node): stopped, their containers killed, at its end."""
+    started = []
+    yield started
+    for node in started:
+        node.stop(timeout=60)
+        node.kill_containers()

@@ -10,25 +10,11 @@ from pathlib import Path
 import pytest
 from agent_helpers import STUB_TRAINER, Node, spec, wait_until
 from fake_googleapis import error
-from fake_metadata import FakeMetadata
 from launch_contract import RUN_KEY
 
 STUB = [sys.executable, str(STUB_TRAINER)]
 
 
-@pytest.fixture
-def metadata():
-    with FakeMetadata() as server:
-        yield server
-
-
-@pytest.fixture
-def nodes():
-    started: list[Node] = []
-    yield started
-    for node in started:
-        node.stop(timeout=60)
-        node.kill_containers()
 
 
 def start_node(nodes, tmp_path, metadata, **settings) -> Node:

@@ -10,7 +10,6 @@ import time
 
 import pytest
 from agent_helpers import HERE, Node, spec, wait_until
-from fake_metadata import FakeMetadata
 from gantry_agent.containers import docker_run_args
 from gantry_agent.decide import Memory, Observation, SetState, decide
 from gantry_agent.settings import Settings
@@ -74,19 +73,6 @@ def test_a_command_that_fails_is_reported_with_its_exit_code_and_last_line():
 
 
 # ---- the agent process ----
-@pytest.fixture
-def metadata():
-    with FakeMetadata() as server:
-        yield server
-
-
-@pytest.fixture
-def nodes():
-    started: list[Node] = []
-    yield started
-    for node in started:
-        node.stop(timeout=60)
-        node.kill_containers()
 
 
 def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_copied_until_it_stops(tmp_path, metadata,
