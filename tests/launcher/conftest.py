@@ -79,3 +79,12 @@ def nodes():
     for node in started:
         node.stop(timeout=60)
         node.kill_containers()
+
+
+@pytest.fixture
+def registry():
+    """The registry's distribution API with its token handshake (FakeRegistry), for the run verbs' image lookup."""
+    from fake_registry import FakeRegistry
+
+    with FakeRegistry() as server:
+        yield server

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_registry import FakeRegistry
 from gantry import programs, projects, runs
 from gantry.status import ExitStatus
 from gantry_agent.settings import Settings
@@ -36,10 +35,6 @@ NAMES = ["gantry-node-0", "gantry-node-1"]
 COMMAND = ["python", "scripts/train_multi_gpu.py", "--gpus", "all"]
 
 
-@pytest.fixture
-def registry():
-    with FakeRegistry() as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import time
 
 import pytest
 from agent_helpers import wait_until
-from fake_registry import FakeRegistry
 from gantry import config, cost, runs
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
@@ -35,10 +34,6 @@ pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
 
 
-@pytest.fixture
-def registry():
-    with FakeRegistry() as server:
-        yield server
 
 
 @pytest.fixture

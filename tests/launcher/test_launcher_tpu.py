@@ -8,7 +8,6 @@ import json
 import time
 
 import pytest
-from fake_registry import FakeRegistry
 from gantry.status import ExitStatus
 from gantry_agent import storage
 from launch_contract import RunSpec, console_log_url
@@ -19,10 +18,6 @@ pytestmark = [pytest.mark.terraform, needs_terraform]
 NODE = "gantry-node-0"
 
 
-@pytest.fixture
-def registry():
-    with FakeRegistry() as server:
-        yield server
 
 
 @pytest.fixture
