@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from gantry.errors import GantryError
-from selfplay import arena, checkpoint, evaluate, plot
+from selfplay import arena, checkpoint, evaluate, perfect_play, plot
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig
 from selfplay.config_io import load, resolve_config
@@ -258,7 +258,26 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
                                                       "charts/step")}}
     if curve and final_sims:
         out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
+        # the checkpoint nearest each whole hour before the last, at the same count (#43: AlphaZero.jl's figures in 1)
+        hours = range(1, int((curve[-1]["minutes"] or 0) // 60) + 1)
+        nearest = {min(range(len(curve)), key=lambda i: abs((curve[i]["minutes"] or 0) - 60 * h)) for h in hours}
+        out["hourly_graded_at"] = [{**grade_checkpoint(paths[i], positions, final_sims), "minutes": curve[i]["minutes"]}
+                                   for i in sorted(nearest) if i != len(curve) - 1]
+        out["perfect_play"] = first_player_check(paths[-1], final_sims)
     return out
+
+
+def first_player_check(path: Path, sims: int) -> dict:
+    """Moving first from the empty board at ``sims`` simulations, does the last checkpoint keep the forced win
+    against every best defence of the solver? (#43's perfect first-player play)"""
+    saved = checkpoint.load(path)
+    model = build_model(make_game("connect4"), saved.config["model"]["channels"], saved.config["model"]["blocks"])
+    model.load_state_dict(saved.playing_weights())
+    choose = perfect_play.mcts_chooser(NetworkEvaluator(model.eval(), inference_dtype("auto")), sims,
+                                       saved.config["search"]["c_puct"])
+    result = perfect_play.check_first_player(choose)
+    print(f"{path.name}: {perfect_play.format_result(result, sims)}", flush=True)
+    return {"checkpoint": path.name, "step": saved.step, "simulations": sims, **result}
 
 
 def error_table(graded_runs: list[dict]) -> list[dict]:
@@ -296,7 +315,9 @@ def main() -> int:
     ap.add_argument("--from-run", default="", help="grade these runs' checkpoints (comma-separated) instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
     ap.add_argument("--final-simulations", type=int, default=600,
-                    help="also grade each run's last checkpoint at this many simulations (AlphaZero.jl's); 0 skips")
+                    help="also grade each run's last checkpoint and the one nearest each whole hour at this many "
+                         "simulations (AlphaZero.jl's), and walk the last one's first-player play against every best "
+                         "defence; 0 skips")
     ap.add_argument("--skip-throughput", action="store_true", help="only the training runs and their grading")
     ap.add_argument("--scaling-seconds", type=float, default=60, help="per case of the 1-vs-2-rank run; 0 skips")
     ap.add_argument("--placement-seconds", type=float, default=60,
@@ -406,6 +427,8 @@ def main() -> int:
                 w = r["final_window"]
                 print(f"run{i + 1}: {w['selfplay/games']} games, {w['selfplay/positions']} positions recorded, "
                       f"last window {w['selfplay/game_length']} plies a game, {w['selfplay/draw_rate']} drawn")
+                if "perfect_play" in r:
+                    print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
 
     out = RESULTS / f"bench-{stamp}.json"
     out.write_text(json.dumps(report, indent=2))

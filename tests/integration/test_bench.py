@@ -86,6 +86,11 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
         assert last["checkpoint"] == sorted(p.name for p in Path(run["run"]).glob("ckpt-*.pt"))[-1]
         assert run["final_graded_at"]["checkpoint"] == last["checkpoint"]
         assert run["final_graded_at"]["simulations"] == 30
+        # the first-player walk of the last checkpoint: a few steps' net gives up the win somewhere, and says where
+        walk = run["perfect_play"]
+        assert walk["checkpoint"] == last["checkpoint"] and walk["simulations"] == 30
+        assert 0 <= walk["wins"] <= walk["lines"] and walk["perfect"] == (walk["first_loss"] is None)
+        assert run["hourly_graded_at"] == []  # minutes old, so no whole hour to grade
         for row in rows:
             error = last[row["set"]]["mcts_weak"]
             shown, interval = row[column].split(" ", 1)
@@ -99,6 +104,7 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
         assert ladder["baseline_elo"]["random"] == 0 and "Elo ladder of" in result.stdout
     assert len(training["mcts30_table"]) == 6
     assert "run1" in result.stdout and "at 30 simulations" in result.stdout
+    assert "run2: perfect first-player play at 30 simulations:" in result.stdout
 
 
 def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
