@@ -171,6 +171,24 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def background_pool():
+    """One spawned worker for grading beside training (PeriodicEval, PeriodicArena); it dies with the trainer."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent)
+
+
+def stop_background_pool(pool) -> None:
+    """End the worker now, a grading under way included: its result would come after the run, and at exit the
+    interpreter joins the worker, so a SIGTERM's seconds (a Spot notice) went to a grading nobody reads (17 s of
+    a 25 s grace, measured in bench/preemption.py). ProcessPoolExecutor terminates workers only from Python 3.14."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
                seed: int, leaf: tuple | None = None) -> None:
     """Entry point of one actor process (started with the spawn method).

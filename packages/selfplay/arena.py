@@ -276,18 +276,14 @@ class PeriodicArena:
     result is recorded at the step whose weights played, as kind "arena"."""
 
     def __init__(self, cfg, run_dir, is_main: bool, runlog):
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        from .actors import die_with_parent
+        from .actors import background_pool
 
         self.cfg, self.run_dir, self.runlog = cfg, run_dir, runlog
         self.pending = None
         self.pending_step = 0
         self.last_t = time.monotonic()
         due = cfg.eval.arena_every_minutes > 0 and is_main
-        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent) \
-            if due else None
+        self.pool = background_pool() if due else None
 
     def poll(self, step: int, model, now: float) -> None:
         from . import checkpoint
@@ -312,8 +308,10 @@ class PeriodicArena:
                 ec.simulations, DEFAULT_OPENING_PLIES, self.cfg.run.seed + step, self.cfg.actors.precision)
 
     def close(self) -> None:
+        from .actors import stop_background_pool
+
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            stop_background_pool(self.pool)
 
 
 def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening_plies: int, seed: int,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 
 import torch
 
 from . import evaluate
-from .actors import die_with_parent
+from .actors import background_pool, stop_background_pool
 from .config import Config
 from .distributed import DistInfo
 from .stats import EVAL_MINUTE, EVAL_STEP, RunLog
@@ -34,8 +33,7 @@ class PeriodicEval:
             except evaluate.EvalError as e:  # say it once, then train without grading (e.g. in a container)
                 runlog.say(f"warning: {e}; periodic evaluation is off for this run")
                 due = False
-        self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent) \
-            if due else None
+        self.pool = background_pool() if due else None
 
     def poll(self, step: int, model: torch.nn.Module, now: float) -> None:
         cfg = self.cfg
@@ -59,4 +57,4 @@ class PeriodicEval:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            stop_background_pool(self.pool)
