@@ -56,13 +56,14 @@ def newest_step(gcs) -> int:
     return max(steps, default=-1)
 
 
-def loaded(gcs, step: int) -> checkpoint.Checkpoint:
-    """The object read back through the API and loaded as the trainer would load it (a torn file fails here)."""
+def loaded(gcs, step: int) -> tuple[checkpoint.Checkpoint, int]:
+    """The object read back through the API and loaded as the trainer would load it (a torn file fails here), and
+    its size in bytes."""
     name = checkpoint.checkpoint_path("", step).name
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_bytes(gcs.read(f"{RUN}/{name}"))
-        return checkpoint.load(path)
+        return checkpoint.load(path), path.stat().st_size
 
 
 def trial(gcs, image: str, number: int) -> dict:
@@ -100,11 +101,11 @@ def trial(gcs, image: str, number: int) -> dict:
         listed = time.monotonic() - signalled
         stopper.join()
         state = docker("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
-        saved = loaded(gcs, step)
+        saved, size = loaded(gcs, step)
         row = {"trial": number, "resumed_from_step": resumed_from, "final_step": step,
                "sigterm_to_readable_s": round(listed, 2), "sigterm_to_exit_s": round(stopped["at"] - signalled, 2),
                "exit_code": int(state), "replay_positions": int(len(saved.replay["z"])),
-               "checkpoint_mb": round(len(gcs.read(f"{RUN}/{checkpoint.checkpoint_path('', step).name}")) / 1e6, 1)}
+               "checkpoint_mb": round(size / 1e6, 1)}
         print(f"trial {number}: SIGTERM -> checkpoint step {step} readable in the bucket in "
               f"{row['sigterm_to_readable_s']} s (container exited {row['exit_code']} after "
               f"{row['sigterm_to_exit_s']} s), {row['replay_positions']} replay positions, {row['checkpoint_mb']} MB",

@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from gantry.errors import GantryError
-from selfplay import arena, checkpoint, evaluate, perfect_play, plot
+from selfplay import arena, checkpoint, evaluate, perfect_play, players, plot
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig
 from selfplay.config_io import load, resolve_config
@@ -271,11 +271,8 @@ def first_player_check(path: Path, sims: int) -> dict:
     """Moving first from the empty board at ``sims`` simulations, does the last checkpoint keep the forced win
     against every best defence of the solver? (#43's perfect first-player play)"""
     saved = checkpoint.load(path)
-    model = build_model(make_game("connect4"), saved.config["model"]["channels"], saved.config["model"]["blocks"])
-    model.load_state_dict(saved.playing_weights())
-    choose = perfect_play.mcts_chooser(NetworkEvaluator(model.eval(), inference_dtype("auto")), sims,
-                                       saved.config["search"]["c_puct"])
-    result = perfect_play.check_first_player(choose)
+    net = players.network_player(make_game("connect4"), saved.config, saved.playing_weights(), sims, path.name)
+    result = perfect_play.check_first_player(lambda states, lines: net.choose(states, None))
     print(f"{path.name}: {perfect_play.format_result(result, sims)}", flush=True)
     return {"checkpoint": path.name, "step": saved.step, "simulations": sims, **result}
 

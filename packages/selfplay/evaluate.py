@@ -66,13 +66,18 @@ def _cache_dir() -> Path:
     return Path(root) / "gantry" / "pons-labels"
 
 
-def solver_labels(moves: list[list[int]]) -> np.ndarray:
-    """Score every move of every position with bitbully (opening book + search)."""
+def solver():
+    """bitbully's solver (opening book + search) and its Board class."""
     try:
         from bitbully import BitBully, Board
     except ImportError:
         raise EvalError("the bitbully solver is not installed: run `make install` (it is a base dependency)") from None
-    agent = BitBully()
+    return BitBully(), Board
+
+
+def solver_labels(moves: list[list[int]]) -> np.ndarray:
+    """Score every move of every position with bitbully."""
+    agent, Board = solver()
     labels = np.full((len(moves), 7), ILLEGAL, dtype=np.int16)
     for i, m in enumerate(moves):
         for col, score in agent.score_all_moves(Board.from_moves(m)).items():

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .evaluate import EvalError
+from .evaluate import EvalError, solver
 from .games import ConnectFour
 
 # the walk's guard against a defender tree far larger than expected; measured trees are far smaller (bench/RESULTS.md)
@@ -30,27 +30,11 @@ MAX_POSITIONS = 200_000
 ChooseMoves = Callable[[np.ndarray, list[list[int]]], np.ndarray]
 
 
-def mcts_chooser(evaluator, simulations: int, c_puct: float) -> ChooseMoves:
-    """The net's move as Pons grading makes it: MCTS without noise, the most visited move (ties by value)."""
-    from .mcts import BatchedMCTS
-
-    mcts = BatchedMCTS(ConnectFour(), evaluator, c_puct=c_puct)
-    return lambda states, lines: mcts.search(states, simulations, add_noise=False).best_moves()
-
-
-def _solver():
-    try:
-        from bitbully import BitBully, Board
-    except ImportError:
-        raise EvalError("the bitbully solver is not installed: run `make install` (it is a base dependency)") from None
-    return BitBully(), Board
-
-
 def check_first_player(choose: ChooseMoves, start: list[int] = (), max_positions: int = MAX_POSITIONS,
                        progress=print) -> dict:
     """Walk every best defence against ``choose``, moving first from the empty board (or moving next after
     ``start``, a won position); the counts and the first line that lost the win."""
-    agent, Board = _solver()
+    agent, Board = solver()
     game = ConnectFour()
     started = time.perf_counter()
     root = game.states_from_moves([list(start)])[0]
