@@ -15,6 +15,7 @@ both roots walk with PUCT.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,22 +65,23 @@ C_VISIT, C_SCALE = 50.0, 0.1
 TINY = np.finfo(np.float32).tiny
 
 
+@functools.cache  # every self-play search asks for the same few (moves, budget) pairs
 def considered_visits(max_considered: int, simulations: int) -> np.ndarray:
     """Sequential halving's schedule at a Gumbel root: for each simulation, the visits a root move must already
     have to be chosen. The ``max_considered`` moves take equal turns, then the better half of them, and so on
     down to two, each round about simulations / ceil(log2 max_considered) simulations long; leftover simulations
     go on alternating between the last two. One considered move (or none) just takes every simulation."""
-    if max_considered <= 1:
-        return np.arange(simulations)
-    rounds = math.ceil(math.log2(max_considered))
-    schedule: list[int] = []
+    schedule: list[int] = list(range(simulations)) if max_considered <= 1 else []
+    rounds = math.ceil(math.log2(max(max_considered, 2)))
     visits, considered = 0, max_considered  # the moves still considered all have the same visits
     while len(schedule) < simulations:
         for _ in range(max(1, simulations // (rounds * considered))):
             schedule += [visits] * considered
             visits += 1
         considered = max(2, considered // 2)
-    return np.array(schedule[:simulations], dtype=np.int64)
+    out = np.array(schedule[:simulations], dtype=np.int64)
+    out.flags.writeable = False  # cached: shared by every caller
+    return out
 
 
 def completed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, net_value: np.ndarray,
@@ -257,10 +259,10 @@ class BatchedMCTS:
         # kept for inspection (tests, debugging); overwritten by the next search
         self.last_tree = {"prior": prior, "visits": visits, "children": children, "num_nodes": num_nodes}
         root_visits = visits[:, 0]
-        root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
         root_q = np.where(root_visits > 0, value_sum[:, 0] / np.maximum(root_visits, 1), -np.inf).astype(np.float32)
         net_value = np.asarray(net_value, dtype=np.float32)
         if not gumbel:
+            root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
             policy = root_visits / np.maximum(root_visits.sum(axis=1, keepdims=True), 1)
             return SearchResult(root_visits.copy(), root_value, root_prior, net_value, evals, calls, root_q, policy)
         completed, sigma = completed_q(root_prior, root_visits, value_sum[:, 0], net_value, legal)
