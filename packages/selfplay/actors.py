@@ -59,8 +59,7 @@ class SelfPlayWorker:
         self.game, self.cfg, self.rng = game, cfg, rng
         s = cfg.search
         self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
-                                noise_fraction=s.noise_fraction, rng=rng, root=s.root,
-                                max_considered=s.gumbel_considered)
+                                noise_fraction=s.noise_fraction, rng=rng)
         B, T, A = cfg.actors.games, game.max_moves, game.num_actions
         self.states = game.initial_states(B)
         self.ply = np.zeros(B, dtype=np.int64)
@@ -91,15 +90,10 @@ class SelfPlayWorker:
         opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
         full = (self.rng.random(B) < s.full_search_fraction) & ~opening
         budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
-        exploring = (self.ply < s.temperature_moves) & ~opening
-        gumbel = s.root == "gumbel"
-        # PUCT: Dirichlet noise on the recorded searches, moves sampled by visits while exploring; Gumbel: noise on
-        # every exploring search, whose choice is then already a sample from its improved policy
-        result = self.mcts.search(self.states, s.simulations, add_noise=exploring if gumbel else full,
-                                  budgets=budgets)
-        policy = result.policy
+        result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
+        policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
-        explore = np.flatnonzero(exploring & (not gumbel))
+        explore = np.flatnonzero((self.ply < s.temperature_moves) & ~opening)
         if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)
             u = self.rng.random(len(explore))[:, None] * cum[:, -1:]

@@ -123,20 +123,11 @@ class SearchConfig(Section):
     c_puct: float = number(1.5, 0, 1000, low_open=True)
     """Exploration constant of PUCT."""
     dirichlet_alpha: float = number(1.0, 0, 1000, low_open=True)
-    """Root noise concentration (about 10 / typical number of legal moves); a PUCT root's only."""
+    """Root noise concentration (about 10 / typical number of legal moves)."""
     noise_fraction: float = number(0.25, 0, 1, high_open=True)
     """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
     temperature_moves: int = number(12, 0, 1000)
-    """Moves played in proportion to visit counts at the start of each game; after that, the most visited. At a
-    Gumbel root: the moves whose search gets Gumbel noise (its choice is then a sample); after that, none."""
-    root: Literal["puct", "gumbel"] = "puct"
-    """How self-play searches the root: puct = AlphaZero (Dirichlet noise, visit shares as the policy target);
-    gumbel = Gumbel AlphaZero (Danihelka et al., ICLR 2022): sequential halving over search.gumbel_considered
-    moves, Gumbel noise instead of Dirichlet, softmax(log prior + sigma(completed Q)) as the policy target. Both
-    walk with PUCT below the root; grading and the arena search with PUCT either way."""
-    gumbel_considered: int = number(16, 1, 1000)
-    """Moves a Gumbel root's sequential halving starts from, those with the highest Gumbel + log prior (all the
-    legal ones where fewer: Connect Four has 7)."""
+    """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
     full_search_fraction: float = number(1.0, 0, 1, low_open=True, note="1 = every move in full")
     """Playout-cap randomisation (KataGo): this share of self-play moves get `simulations` with root noise and
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""

@@ -5,18 +5,10 @@ one leaf per game, evaluates all new non-terminal leaves in ONE network call, an
 the values up. Trees are arrays indexed [game, node, action]; edge statistics live in
 the parent, so a node needs only its state, its priors and its children's indices.
 Node 0 is the root; a child index of 0 therefore means "not expanded yet".
-
-The root may instead be a Gumbel root (``root="gumbel"``; Danihelka et al., "Policy improvement by planning
-with Gumbel", ICLR 2022): sequential halving spends the simulations on the moves with the highest
-Gumbel + log prior, halving them by completed Q, and the search returns softmax(log prior + sigma(completed Q))
-as the policy to learn, which improves on the prior even when few simulations reach a move. Below the root
-both roots walk with PUCT.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,17 +29,11 @@ class SearchResult:
     evals: int              # positions sent to the network
     calls: int              # network calls
     q: np.ndarray           # float32 [B, A]: mean value of each root move for the player to move (-inf: unvisited)
-    policy: np.ndarray      # float32 [B, A]: what self-play learns: the visit shares (PUCT root) or the improved
-                            #   policy softmax(log prior + sigma(completed Q)) (Gumbel root)
-    chosen: np.ndarray | None = None  # int [B]: the move sequential halving chose (Gumbel root); None for PUCT
 
     def best_moves(self) -> np.ndarray:
-        """The move each game plays: a Gumbel root's choice; else the most visited root move, and among equally
-        visited ones the one search values most.
+        """The most visited root move of each game; among equally visited ones, the one search values most.
 
         At 25 simulations over 7 moves ties are common, and argmax alone would pick the leftmost column."""
-        if self.chosen is not None:
-            return self.chosen
         top = self.visits == self.visits.max(axis=1, keepdims=True)
         return np.where(top, self.q, -np.inf).argmax(axis=1)
 
@@ -59,66 +45,10 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-# sigma(q) = (C_VISIT + most visits of a root move) * C_SCALE * q for q rescaled to [0, 1]: the paper's c_visit
-# and mctx's value_scale (qtransform_completed_by_mix_value), which Gumbel MuZero's board-game results used
-C_VISIT, C_SCALE = 50.0, 0.1
-TINY = np.finfo(np.float32).tiny
-
-
-@functools.cache  # every self-play search asks for the same few (moves, budget) pairs
-def considered_visits(max_considered: int, simulations: int) -> np.ndarray:
-    """Sequential halving's schedule at a Gumbel root: for each simulation, the visits a root move must already
-    have to be chosen. The ``max_considered`` moves take equal turns, then the better half of them, and so on
-    down to two, each round about simulations / ceil(log2 max_considered) simulations long; leftover simulations
-    go on alternating between the last two. One considered move (or none) just takes every simulation."""
-    schedule: list[int] = list(range(simulations)) if max_considered <= 1 else []
-    rounds = math.ceil(math.log2(max(max_considered, 2)))
-    visits, considered = 0, max_considered  # the moves still considered all have the same visits
-    while len(schedule) < simulations:
-        for _ in range(max(1, simulations // (rounds * considered))):
-            schedule += [visits] * considered
-            visits += 1
-        considered = max(2, considered // 2)
-    out = np.array(schedule[:simulations], dtype=np.int64)
-    out.flags.writeable = False  # cached: shared by every caller
-    return out
-
-
-def completed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, net_value: np.ndarray,
-                legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A root's completed Q and sigma of it, each [B, A] (Danihelka et al. 2022, appendix D).
-
-    A visited move keeps its mean value; an unvisited one gets the mixed value, the net's value of the root
-    averaged with the visited moves' prior-weighted Q (weighted by their visits). sigma rescales completed Q to
-    [0, 1] over the legal moves and scales it by (C_VISIT + most visits) * C_SCALE, so search outweighs the prior
-    more as it spends more. Illegal moves get 0 in both."""
-    visited = visits > 0
-    q = np.where(visited, value_sum / np.maximum(visits, 1), 0.0)
-    weight = np.where(visited, np.maximum(prior, TINY), 0.0)
-    visited_q = (weight * q).sum(axis=1) / np.maximum(weight.sum(axis=1), TINY)
-    n = visits.sum(axis=1)
-    mixed = (net_value + n * visited_q) / (n + 1)
-    completed = np.where(legal, np.where(visited, q, mixed[:, None]), 0.0)
-    low = np.where(legal, completed, np.inf).min(axis=1, keepdims=True)
-    high = np.where(legal, completed, -np.inf).max(axis=1, keepdims=True)
-    rescaled = (completed - low) / np.maximum(high - low, 1e-8)
-    sigma = np.where(legal, (C_VISIT + visits.max(axis=1, keepdims=True)) * C_SCALE * rescaled, 0.0)
-    return completed.astype(np.float32), sigma.astype(np.float32)
-
-
-def gumbel_pick(score: np.ndarray, visits: np.ndarray, wanted: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """The highest-scoring legal root move among those with ``wanted`` [B] visits (any legal move where none
-    has: a guard, the schedule never asks for it)."""
-    candidates = legal & (visits == wanted[:, None])
-    candidates = np.where(candidates.any(axis=1, keepdims=True), candidates, legal)
-    return np.where(candidates, score, -np.inf).argmax(axis=1).astype(np.int32)
-
-
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
                  noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
-                 encode: Callable[[np.ndarray], np.ndarray] | None = None, root: str = "puct",
-                 max_considered: int = 16):
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
         # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
@@ -128,18 +58,13 @@ class BatchedMCTS:
         self.noise_fraction = noise_fraction
         self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
         self.rng = rng or np.random.default_rng()
-        if root not in ("puct", "gumbel"):
-            raise ValueError(f"root={root!r}: choose puct or gumbel")
-        self.root = root  # gumbel: sequential halving at the root (module docstring)
-        self.max_considered = max_considered  # moves a Gumbel root starts from (all legal ones where fewer)
 
     def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
                budgets: np.ndarray | None = None) -> SearchResult:
         """Search every root; ``add_noise`` and ``budgets`` (simulations, at most num_simulations) may be per game.
 
         Per-game budgets let a batch mix full and fast searches (playout-cap randomisation): a game whose
-        budget is spent sits out the remaining simulations. The noise is Dirichlet noise mixed into a PUCT root's
-        prior, or Gumbel noise on a Gumbel root's scores (so its chosen move is a sample, not the best)."""
+        budget is spent sits out the remaining simulations."""
         game, A = self.game, self.game.num_actions
         B = len(roots)
         M = num_simulations + 1  # each simulation adds at most one node
@@ -161,17 +86,7 @@ class BatchedMCTS:
         root_prior = masked_softmax(logits, legal)
         prior[:, 0] = root_prior
         noisy = np.broadcast_to(np.asarray(add_noise, dtype=bool), (B,))
-        gumbel = self.root == "gumbel"
-        if gumbel:
-            log_prior = np.log(np.maximum(root_prior, TINY))
-            noise = np.where(noisy[:, None], self.rng.gumbel(size=(B, A)), 0.0).astype(np.float32)
-            # the visits a root move needs to be chosen at each simulation: a schedule per (budget, moves considered)
-            spent = np.minimum(budgets, num_simulations)
-            considered = np.minimum(self.max_considered, legal.sum(axis=1))
-            wanted = np.zeros((B, num_simulations), dtype=np.int64)
-            for b, m in {(int(b), int(m)) for b, m in zip(spent, considered)}:
-                wanted[(spent == b) & (considered == m), :b] = considered_visits(m, b)
-        elif noisy.any():
+        if noisy.any():
             noise = self.rng.dirichlet(np.full(A, self.dirichlet_alpha), size=B).astype(np.float32)
             noise = np.where(legal, noise, 0.0)
             noise /= noise.sum(axis=1, keepdims=True)
@@ -192,22 +107,14 @@ class BatchedMCTS:
             leaf_parent = np.zeros(B, dtype=np.int32)
             leaf_action = np.zeros(B, dtype=np.int32)
             leaf_child = np.zeros(B, dtype=np.int32)
-            at_root = True
             while len(walking):
                 n = node[walking]
-                if gumbel and at_root:
-                    _, sigma = completed_q(root_prior[walking], visits[walking, 0], value_sum[walking, 0],
-                                           net_value[walking], legal[walking])
-                    a = gumbel_pick(noise[walking] + log_prior[walking] + sigma, visits[walking, 0],
-                                    wanted[walking, sim], legal[walking])
-                else:
-                    p = prior[walking, n]
-                    v = visits[walking, n]
-                    q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
-                    u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
-                    score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
-                    a = score.argmax(axis=1).astype(np.int32)
-                at_root = False
+                p = prior[walking, n]
+                v = visits[walking, n]
+                q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
+                u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
+                score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
+                a = score.argmax(axis=1).astype(np.int32)
                 d = depth[walking]
                 path_nodes[walking, d] = n
                 path_actions[walking, d] = a
@@ -259,21 +166,10 @@ class BatchedMCTS:
         # kept for inspection (tests, debugging); overwritten by the next search
         self.last_tree = {"prior": prior, "visits": visits, "children": children, "num_nodes": num_nodes}
         root_visits = visits[:, 0]
+        root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
         root_q = np.where(root_visits > 0, value_sum[:, 0] / np.maximum(root_visits, 1), -np.inf).astype(np.float32)
-        net_value = np.asarray(net_value, dtype=np.float32)
-        if not gumbel:
-            root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
-            policy = root_visits / np.maximum(root_visits.sum(axis=1, keepdims=True), 1)
-            return SearchResult(root_visits.copy(), root_value, root_prior, net_value, evals, calls, root_q, policy)
-        completed, sigma = completed_q(root_prior, root_visits, value_sum[:, 0], net_value, legal)
-        policy = masked_softmax(log_prior + sigma, legal)
-        # the move: the best score among the most visited moves, the halving's last survivors
-        chosen = gumbel_pick(noise + log_prior + sigma, root_visits, root_visits.max(axis=1), legal)
-        # the root's value under the improved policy: a PUCT root's mean over its visits would count the visits
-        # sequential halving spends on every considered move, the bad ones included
-        root_value = (policy * completed).sum(axis=1).astype(np.float32)
-        return SearchResult(root_visits.copy(), root_value, root_prior, net_value, evals, calls, root_q, policy,
-                            chosen)
+        return SearchResult(root_visits.copy(), root_value, root_prior, np.asarray(net_value, dtype=np.float32),
+                            evals, calls, root_q)
 
 
 def uniform_evaluator(game: Game) -> Evaluator:

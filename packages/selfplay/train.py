@@ -109,7 +109,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     step, saved_step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
-               f"{cfg.search.simulations} sims/move{', Gumbel root' if cfg.search.root == 'gumbel' else ''}, net {cfg.model.channels}x{cfg.model.blocks}, "
+               f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
                f"actors {actor_runtime}/{'fp32' if actor_dtype is None else 'bf16'}, learner {precision.describe()}"
                # the kernels torch picked (AVX512, AVX2, ...): ATEN_CPU_CAPABILITY can hold them lower
                + (f" (cpu kernels {torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else "")

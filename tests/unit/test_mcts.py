@@ -1,9 +1,8 @@
-"""Batched PUCT: tactics with a uniform prior, visit accounting, noise at the root only; the Gumbel root's
-schedule, budgets, tactics and noise."""
+"""Batched PUCT: tactics with a uniform prior, visit accounting, noise at the root only."""
 
 import numpy as np
 from selfplay.games import ConnectFour, TicTacToe
-from selfplay.mcts import BatchedMCTS, considered_visits, uniform_evaluator
+from selfplay.mcts import BatchedMCTS, uniform_evaluator
 
 
 def search(game, move_lists, sims=200, noise=False, **kw):
@@ -73,45 +72,3 @@ def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
     assert r.best_moves()[0] == 8 and r.q[0, 8] == 1.0          # the win's value decides
     assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
 
-
-
-def test_sequential_halving_gives_the_papers_schedule():
-    # the schedules of Danihelka et al.'s sequential halving as mctx's seq_halving tests state them
-    assert considered_visits(8, 24).tolist() == [0] * 8 + [1] * 4 + [2] * 4 + [3, 3, 4, 4, 5, 5, 6, 6]
-    assert considered_visits(7, 24).tolist() == [0] * 7 + [1, 1, 1, 2, 2, 2] + [3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8]
-    assert considered_visits(8, 13).tolist() == [0] * 8 + [1] * 4 + [2]
-    assert considered_visits(8, 2).tolist() == [0, 0]
-    assert considered_visits(1, 16).tolist() == list(range(16))
-
-
-def gumbel_search(game, move_lists, sims, noise=False, budgets=None):
-    mcts = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0), root="gumbel")
-    return mcts.search(game.states_from_moves(move_lists), sims, add_noise=noise, budgets=budgets)
-
-
-def test_a_gumbel_root_plays_and_teaches_the_win_and_the_block():
-    game = ConnectFour()
-    r = gumbel_search(game, [[0, 6, 0, 6, 0, 5], [0, 6, 0, 6, 0]], sims=64)  # win at 0; block at 0
-    assert r.best_moves().tolist() == [0, 0]
-    assert (r.policy.argmax(axis=1) == 0).all() and r.policy[:, 0].min() > 0.5
-    np.testing.assert_allclose(r.policy.sum(axis=1), 1, rtol=1e-5)
-    assert r.root_value[0] > 0.5 > r.root_value[1]
-
-
-def test_a_gumbel_root_spends_each_budget_by_sequential_halving_and_never_on_an_illegal_move():
-    game = ConnectFour()
-    r = gumbel_search(game, [[], [3] * 6, []], sims=64, noise=True, budgets=np.array([64, 64, 16]))
-    assert r.visits.sum(axis=1).tolist() == [64, 64, 16]
-    # 7 moves and 64 simulations: 3 visits each, the best 3 to 10, the best 2 to 20, the 2 left over to them
-    assert sorted(r.visits[0].tolist(), reverse=True) == [21, 21, 10, 3, 3, 3, 3]
-    assert sorted(r.visits[2].tolist(), reverse=True) == [5, 5, 2, 1, 1, 1, 1]
-    assert r.visits[1, 3] == 0 and r.policy[1, 3] == 0 and r.best_moves()[1] != 3  # column 3 is full
-    assert (r.visits[1] > 0).sum() == 6
-
-
-def test_gumbel_noise_makes_the_move_a_sample_and_without_it_the_search_is_deterministic():
-    game = ConnectFour()
-    quiet = gumbel_search(game, [[]] * 64, sims=16)
-    assert len(set(quiet.best_moves().tolist())) == 1
-    noisy = gumbel_search(game, [[]] * 64, sims=16, noise=True)
-    assert len(set(noisy.best_moves().tolist())) >= 5  # a uniform prior: Gumbel noise alone picks among 7

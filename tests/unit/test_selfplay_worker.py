@@ -56,14 +56,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_a_gumbel_root_records_its_improved_policy_and_still_spreads_the_openings():
-    game = make_game("tictactoe")
-    _, finished = play(["--search.root=gumbel"])
-    for s in finished:
-        assert np.allclose(s.policy.sum(axis=1), 1) and (s.policy >= 0).all()
-    policy = np.concatenate([s.policy for s in finished])
-    assert (np.round(policy * 16, 4) % 1 != 0).any()  # softmax(log prior + sigma(Q)), not sixteenths of visits
-    states = np.concatenate([s.states for s in finished])
-    assert len(np.unique(states[stones(game, states) == 1], axis=0)) >= 5  # Gumbel noise picks the first moves
