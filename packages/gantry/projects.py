@@ -2,10 +2,13 @@
 --project` looks up, so a run launches exactly the code that was built.
 
     image_ref("us-central1-docker.pkg.dev/P/gantry", Path("../my-trainer"), "cuda")
-    -> "us-central1-docker.pkg.dev/P/gantry/my-trainer:cuda-3f2a9c1d0b7e"
+    -> "us-central1-docker.pkg.dev/P/gantry/my-trainer:cuda-3f2a9c1d0b7e-kit5e0c7a12"
 
 The version is the project's git commit when its work tree is clean, else a hash of the files the build sends
-(``c`` + 12 hex digits), so an edit not yet committed is a new tag and never overwrites what a run launched.
+(``c`` + 12 hex digits), so an edit not yet committed is a new tag and never overwrites what a run launched. A
+project whose Dockerfile gantry writes (pyproject.toml, requirements.txt) gets the kit's part too
+(project_dockerfile.kit_recipe: its torch pins and the Dockerfile), so a kit that installs another torch is a new
+tag as well; a Dockerfile of the project's own has no ``-kit`` part.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from gantry import project_context
+from gantry import project_context, project_dockerfile
 
 
 def name(project: Path) -> str:
@@ -60,9 +63,11 @@ def version(project: Path) -> str:
 
 
 def local_ref(project: Path, flavour: str) -> str:
-    return f"{name(project)}:{flavour}-{version(project)}"
+    """NAME:FLAVOUR-VERSION, then -KIT where the kit writes the project's Dockerfile."""
+    recipe = project_dockerfile.kit_recipe(project_dockerfile.kind(project))
+    return f"{name(project)}:{flavour}-{version(project)}" + (f"-{recipe}" if recipe else "")
 
 
 def image_ref(repository: str, project: Path, flavour: str) -> str:
-    """REPO/NAME:FLAVOUR-VERSION: what `gantry build --project` pushes and `gantry run --project` launches."""
+    """REPO/NAME:FLAVOUR-VERSION[-KIT]: what `gantry build --project` pushes and `gantry run --project` launches."""
     return f"{repository}/{local_ref(project, flavour)}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import docker
-from gantry import images, project_build
+from gantry import images, project_build, project_dockerfile
 from gantry.errors import GantryError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -41,7 +41,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         lines: list[str] = []
         first = build(project, local_base, lines)  # the example's own layers, kept for the node twin
         assert first.torch_reused(), "\n".join(lines[-60:])  # the kit's image (cpu_image) built that layer
-        assert len([s for s in first.steps if s.startswith(project_build.DEPS_STEP)]) == 1, first.steps
+        assert len([s for s in first.steps if s.startswith(project_dockerfile.DEPS_STEP)]) == 1, first.steps
         chess_version, torch_version, cuda = run_in(first.tag, "python", "-c", VERSIONS).split()
         assert (torch_version, cuda) == (f"{images.torch_pins()['torch']}+cpu", "None")
         assert run_in(first.tag, "pwd") == "/workspace"
@@ -52,7 +52,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         second = build(project, local_base, lines)
         tags.append(second.tag)
         assert second.tag != first.tag  # a new version: a run launched from the first keeps its image
-        dependencies = [cached for step, cached in second.steps.items() if step.startswith(project_build.DEPS_STEP)]
+        dependencies = [cached for step, cached in second.steps.items() if step.startswith(project_dockerfile.DEPS_STEP)]
         code = [cached for step, cached in second.steps.items() if step.startswith("COPY --chown=1000:1000 project/")]
         assert dependencies == [True] and code == [False], second.steps
         assert "(edited)" in run_in(second.tag, "head", "-1", SCRIPT)

@@ -130,7 +130,8 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
     assert result.stderr.splitlines() == [
         (f"gantry: error: image {projects.image_ref(world['repository'], project, 'cpu')} is not in the registry. "
         f"Build and push it: `make build-train PROJECT={project}` (the tag is the project's version: its git commit, "
-        "or a hash of its files while edits are uncommitted, so each commit or edit needs a build).")]
+        "or a hash of its files while edits are uncommitted, then the kit's torch recipe where gantry writes its "
+        "Dockerfile, so each commit, edit or kit upgrade needs a build).")]
     assert nothing_started(fake, world)
 
 

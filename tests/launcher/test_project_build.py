@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from gantry import images, project_build, project_context, project_pins, projects
+from gantry import images, project_build, project_context, project_dockerfile, project_pins, projects
 from gantry.errors import GantryError
 from launch_contract import PROJECT_ROOT
 from launcher_helpers import REPO, isolated_environ, run_module
@@ -85,12 +85,12 @@ def test_a_context_over_the_limit_is_refused_naming_its_largest_folders(tmp_path
 ])
 def test_the_kind_is_the_first_of_dockerfile_pyproject_requirements(tmp_path, present, expected):
     write(tmp_path, {name: "" for name in present})
-    assert project_build.kind(tmp_path) == expected
+    assert project_dockerfile.kind(tmp_path) == expected
 
 
 def test_a_folder_with_none_of_the_three_names_them(tmp_path):
     with pytest.raises(GantryError, match="has no Dockerfile, pyproject.toml or requirements.txt"):
-        project_build.kind(write(tmp_path, {"train.py": ""}))
+        project_dockerfile.kind(write(tmp_path, {"train.py": ""}))
 
 
 @pytest.mark.parametrize(("flavour", "text", "number", "asked"), [
@@ -142,23 +142,23 @@ def test_an_included_file_and_pyproject_are_named_at_their_line(tmp_path):
 
 
 def test_the_generated_dockerfile_layers_torch_then_dependencies_then_code():
-    text = project_build.dockerfile("pyproject.toml", has_dependencies=True)
+    text = project_dockerfile.dockerfile("pyproject.toml", has_dependencies=True)
     lines = text.splitlines()
-    kit = project_build.kit_torch_steps()
+    kit = project_dockerfile.kit_torch_steps()
     assert lines[1:1 + len(kit)] == kit  # docker/Dockerfile's own steps, verbatim: the engine's cache shares them
-    assert kit[-1].startswith(project_build.TORCH_STEP)
+    assert kit[-1].startswith(project_dockerfile.TORCH_STEP)
     source = iter((REPO / "docker/Dockerfile").read_text().splitlines())
     assert all(line in source for line in kit)  # in the kit's order, comments aside
 
     def at(prefix: str) -> int:
         return max(n for n, line in enumerate(lines) if line.startswith(prefix))  # the last: the image's own stage
-    assert at(project_build.TORCH_STEP) < at("COPY gantry/deps/") < at(project_build.DEPS_STEP) < at("FROM ${BASE_IMAGE}") \
+    assert at(project_dockerfile.TORCH_STEP) < at("COPY gantry/deps/") < at(project_dockerfile.DEPS_STEP) < at("FROM ${BASE_IMAGE}") \
         < at(f"WORKDIR {PROJECT_ROOT}") < at(f"COPY --chown=1000:1000 project/ {PROJECT_ROOT}/") \
         < at("RUN cp -r /workspace /tmp/src && PIP_CERT=") < at("USER 1000:1000")
-    assert "-c /tmp/deps/torch-constraint.txt" in lines[at(project_build.DEPS_STEP)]
+    assert "-c /tmp/deps/torch-constraint.txt" in lines[at(project_dockerfile.DEPS_STEP)]
     assert "/opt/venv/bin/pip install --no-deps /tmp/src" in text and "ENV PATH=/opt/venv/bin:${PATH}" in text and "ENTRYPOINT" not in text
-    plain = project_build.dockerfile("requirements.txt", has_dependencies=False)
-    assert project_build.DEPS_STEP not in plain and "--no-deps" not in plain
+    plain = project_dockerfile.dockerfile("requirements.txt", has_dependencies=False)
+    assert project_dockerfile.DEPS_STEP not in plain and "--no-deps" not in plain
 
 
 def test_the_context_carries_the_kit_inputs_as_the_kit_does_and_never_writes_into_the_project(tree, tmp_path):
@@ -170,11 +170,11 @@ def test_the_context_carries_the_kit_inputs_as_the_kit_does_and_never_writes_int
         constraint = tar.extractfile("gantry/deps/torch-constraint.txt").read().decode()
         dockerfile = tar.extractfile("gantry/Dockerfile").read().decode()
     assert constraint == f"torch=={TORCH}\n"
-    assert dockerfile == project_build.dockerfile("requirements.txt", True)
+    assert dockerfile == project_dockerfile.dockerfile("requirements.txt", True)
     assert {"gantry/deps/project/requirements.txt", "project/train.py", "project/models/keep.pt"} <= names
     assert not any(n.startswith(("project/.venv", "project/.git/", "project/data")) for n in names)
     with images.build_context(REPO, "docker/Dockerfile") as kit, tarfile.open(fileobj=io.BytesIO(kit.read())) as tar:
-        kit_inputs = {n for n in tar.getnames() if n == "docker" or n.startswith(project_build.KIT_INPUTS)}
+        kit_inputs = {n for n in tar.getnames() if n == "docker" or n.startswith(project_dockerfile.KIT_INPUTS)}
     assert {n for n in names if n.startswith("docker")} == kit_inputs  # same paths: the torch layer is shared
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*")) == before
 
@@ -186,6 +186,20 @@ def test_the_version_ignores_what_the_context_leaves_out(tree):
     assert projects.version(tree) == version
     write(tree, {"train.py": "print('changed')\n"})
     assert projects.version(tree) != version
+
+
+def test_a_kit_that_installs_another_torch_tags_the_projects_it_writes_a_dockerfile_for_anew(tree, tmp_path):
+    kit = tmp_path / "kit"
+    for name in (images.DOCKERFILES["cpu"], *project_dockerfile.KIT_RECIPE):
+        write(kit, {name: (REPO / name).read_bytes()})
+    recipe = project_dockerfile.kit_recipe("requirements.txt")
+    assert project_dockerfile.kit_recipe("requirements.txt", kit) == recipe  # the same kit, the same tag
+    assert projects.local_ref(tree, "cuda") == f"my-trainer:cuda-{projects.version(tree)}-{recipe}"
+    upgraded = json.loads((kit / "docker/torch.json").read_text()) | {"torch": "9.9.9"}
+    write(kit, {"docker/torch.json": json.dumps(upgraded)})
+    assert project_dockerfile.kit_recipe("requirements.txt", kit) != recipe  # so `gantry run` asks for a build
+    write(tree, {"Dockerfile": "FROM python:3.12-slim\n"})  # the project's own: nothing of the kit's inside
+    assert projects.local_ref(tree, "cuda") == f"my-trainer:cuda-{projects.version(tree)}"
 
 
 # ---- the command line: one line each, exit 1, nothing built (the engine is never asked) -----------------------

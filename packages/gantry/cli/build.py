@@ -21,7 +21,8 @@ is no repository: the image is built here only (`make train-docker` runs it).
 
 With --project DIR, build your own project folder instead (a Dockerfile of its own, else its
 pyproject.toml's dependencies, else its requirements.txt, on the kit's base and torch of the deployment's
-flavour), tagged NAME:FLAVOUR-VERSION (VERSION: its git commit when clean, else a hash of the files sent),
+flavour), tagged NAME:FLAVOUR-VERSION[-KIT] (VERSION: its git commit when clean, else a hash of the files
+sent; KIT: a hash of the kit's torch pins and Dockerfile, where gantry writes the project's Dockerfile),
 and push it to the same repository, where `gantry run --project DIR -- COMMAND` finds it. What the build
 sends honours the project's .dockerignore and .gitignore; .git, virtual environments and __pycache__ stay out.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from launch_contract import PROJECT_ROOT
 
-from gantry import images, project_build, project_context, projects
+from gantry import images, project_build, project_context, project_dockerfile, projects
 from gantry.cli import push
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
@@ -66,7 +66,7 @@ def has_image(tag: str) -> bool:
 
 def run(args, env) -> ExitStatus:
     project = args.project
-    kind = project_build.kind(project)
+    kind = project_dockerfile.kind(project)
     target = project / ".devcontainer" / "devcontainer.json"
     if target.exists() and not args.force:
         raise GantryError(f"{target} exists", "Pass --force to replace it")

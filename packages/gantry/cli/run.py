@@ -59,7 +59,8 @@ the --stats FILE you name, is what status shows. It gets no trainer time budget:
 (infra/terraform.tfvars) is its limit.
 
 Your own project (--project DIR): the image `make build-train PROJECT=DIR` pushed of the folder's current version
-(its git commit, or a hash of its files while edits are uncommitted), the folder at {PROJECT_ROOT}, its WORKDIR.
+(its git commit, or a hash of its files while edits are uncommitted; then the kit's torch recipe when gantry
+writes its Dockerfile), the folder at {PROJECT_ROOT}, its WORKDIR.
 --sync DIR keeps a folder of each node in the bucket ({RUN_DIR_ENV}/{SYNC_FOLDER}/node-RANK/DIR; `make fetch`
 brings it home) and gives it back to a restarted node.
 
@@ -98,7 +99,7 @@ def add_arguments(parser) -> None:
                         "digest")
     parser.add_argument("--project", type=Path, default=None, metavar="DIR", help="your own project's folder: run "
                         "the image `make build-train PROJECT=DIR` pushed of its current version (REPOSITORY/NAME:"
-                        "FLAVOUR-VERSION), with the command after --")
+                        "FLAVOUR-VERSION[-KIT]), with the command after --")
     parser.add_argument("--sync", action="append", default=[], metavar="DIR", help="a folder (relative to the "
                         "program's working directory) each node copies to RUN_DIR/sync/node-RANK/DIR while the program "
                         "runs, at its end and at a stop; a restarted node gets it back (repeatable)")
@@ -196,7 +197,8 @@ def pinned_image(args, cluster) -> str:
         return registry.pinned(args.image or images.repository_image(cluster.repository, cluster.flavour))
     return registry.pinned(projects.image_ref(cluster.repository, args.project, cluster.flavour), fix=(
         f"Build and push it: `make build-train PROJECT={args.project}` (the tag is the project's version: its git "
-        "commit, or a hash of its files while edits are uncommitted, so each commit or edit needs a build)."))
+        "commit, or a hash of its files while edits are uncommitted, then the kit's torch recipe where gantry writes "
+        "its Dockerfile, so each commit, edit or kit upgrade needs a build)."))
 
 
 def check_resumable(cluster, run_id: str, env) -> None:
