@@ -369,8 +369,10 @@ def main() -> int:
         report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
                                          10 if args.quick else args.scaling_seconds)
     if args.scaling_seconds:  # make train-local's own config (actors.count=0), priced per million positions
+        # --quick: 30 s, not 10: on a loaded machine (make test's workers) the actors' start alone can take 10 s,
+        # and a pace of 0 positions/s priced nothing (CI of 2026-11-27)
         report["default_pace"] = timed_training("tictactoe" if args.quick else "connect4",
-                                                10 if args.quick else args.scaling_seconds, [])
+                                                30 if args.quick else args.scaling_seconds, [])
         try:
             report["per_dollar"] = per_dollar.table_rows(per_dollar.this_machine(
                 report["default_pace"]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
