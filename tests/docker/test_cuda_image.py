@@ -2,9 +2,9 @@
 version and CUDA inside, nothing but the NVIDIA wheels torch asks for, and on a host without a GPU one line and a
 non-zero exit from the entry point and from `run.device=cuda`.
 
-CI does not build it: the image is 5.4 GB (2.7 GB of nvidia-* wheels, 1.1 GB torch, 0.7 GB triton) and on CI's vfs
-storage driver its layers are copied whole, about 12 GB more on disk while it builds, for 4.5 minutes at best; that
-is a fifth of CI's budget for an image whose every step but torch's the CPU image already proves. So these tests run
+CI does not build it: the image is 5.4 GB (2.7 GB of nvidia-* wheels, 1.1 GB torch, 0.7 GB triton), downloaded from
+PyPI at every CI run, for 4.5 minutes at best (vfs storage, where each layer is a full copy: 12 GB more on disk);
+that is a fifth of CI's budget for an image whose every step but torch's the CPU image already proves. So these tests run
 where the image exists (`make test-cuda-image` builds it first: run it before landing a change to docker/) and skip
 elsewhere, saying so."""
 
