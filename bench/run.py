@@ -193,11 +193,11 @@ def timed_training(config: str, seconds: float, extra: list[str], ranks: int = 1
     return {"positions_per_s": sum(int(d[2]) for d in done) / wall, "learner_steps": int(done[0][1]), "seconds": wall}
 
 
-def rank_scaling(config: str, seconds: float) -> list[dict]:
+def rank_scaling(config: str, seconds: float, extra: tuple[str, ...] = ()) -> list[dict]:
     """Self-play positions/s of the whole machine with 1 and 2 local ranks (each: 1 actor + 1 learner)."""
     rows = []
     for ranks in (1, 2):
-        rows.append({"ranks": ranks, **timed_training(config, seconds, ["--actors.count=1"], ranks)})
+        rows.append({"ranks": ranks, **timed_training(config, seconds, ["--actors.count=1", *extra], ranks)})
         rows[-1]["speedup_vs_1_rank"] = rows[-1]["positions_per_s"] / rows[0]["positions_per_s"]
         print(f"scaling: {ranks} rank(s): {rows[-1]['positions_per_s']:.0f} positions/s, "
               f"{rows[-1]['learner_steps']} learner steps", flush=True)
@@ -365,25 +365,27 @@ def main() -> int:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
 
+    # --quick is a smoke run of every path on a machine busy with make test's other workers: each timed run ends
+    # at its third learner step, so it has played positions whatever the load, with 120 s as a bound. A window of
+    # 10 s played none twice in CI (2026-11-27) when the actors' start took all of it: 0 positions/s, then a
+    # division by zero.
+    quick_run = ("--run.max_steps=3", "--learner.min_replay=64", "--learner.batch_size=32") if args.quick else ()
+    quick_config, quick_bound_s = "tictactoe", 120
     if args.scaling_seconds:
-        report["scaling"] = rank_scaling("tictactoe" if args.quick else "connect4",
-                                         10 if args.quick else args.scaling_seconds)
+        report["scaling"] = rank_scaling(quick_config if args.quick else "connect4",
+                                         quick_bound_s if args.quick else args.scaling_seconds, quick_run)
     if args.scaling_seconds:  # make train-local's own config (actors.count=0), priced per million positions
-        # --quick: 30 s, not 10: on a loaded machine (make test's workers) the actors' start alone can take 10 s,
-        # and a pace of 0 positions/s priced nothing (CI of 2026-11-27)
-        report["default_pace"] = timed_training("tictactoe" if args.quick else "connect4",
-                                                30 if args.quick else args.scaling_seconds, [])
+        report["default_pace"] = timed_training(quick_config if args.quick else "connect4",
+                                                quick_bound_s if args.quick else args.scaling_seconds, [*quick_run])
         try:
             report["per_dollar"] = per_dollar.table_rows(per_dollar.this_machine(
                 report["default_pace"]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
         except (ImportError, GantryError) as exc:  # prices need infra/'s settings, read through Terraform
             print(f"no $ per million positions: {exc} (make install-dev installs what reading infra/ needs)")
     if args.placement_seconds:
-        # --quick is a smoke run of every path: a small first batch, so the learner steps within its 10 s even on
-        # a machine busy with other tests (a full tic-tac-toe buffer took longer than that under make test's workers)
         report["inference_placement"] = inference_placement(
-            "tictactoe" if args.quick else "connect4", 10 if args.quick else args.placement_seconds,
-            ("--learner.min_replay=64", "--learner.batch_size=32") if args.quick else ())
+            quick_config if args.quick else "connect4", quick_bound_s if args.quick else args.placement_seconds,
+            quick_run)
 
     run_dirs = [Path(r) for r in args.from_run.split(",") if r]
     # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32

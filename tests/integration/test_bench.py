@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quick_bench_writes_throughput_json():
     before = set((ROOT / "bench/results").glob("bench-*.json"))
     result = subprocess.run([sys.executable, "-m", "bench.run", "--quick"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300, check=False)
+                            text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     new = set((ROOT / "bench/results").glob("bench-*.json")) - before
     assert len(new) == 1
