@@ -369,23 +369,20 @@ def main() -> int:
     # at its third learner step, so it has played positions whatever the load, with 120 s as a bound. A window of
     # 10 s played none twice in CI (2026-11-27) when the actors' start took all of it: 0 positions/s, then a
     # division by zero.
+    timed_config = "tictactoe" if args.quick else "connect4"
     quick_run = ("--run.max_steps=3", "--learner.min_replay=64", "--learner.batch_size=32") if args.quick else ()
-    quick_config, quick_bound_s = "tictactoe", 120
+    scaling_s, placement_s = (120, 120) if args.quick else (args.scaling_seconds, args.placement_seconds)
     if args.scaling_seconds:
-        report["scaling"] = rank_scaling(quick_config if args.quick else "connect4",
-                                         quick_bound_s if args.quick else args.scaling_seconds, quick_run)
+        report["scaling"] = rank_scaling(timed_config, scaling_s, quick_run)
     if args.scaling_seconds:  # make train-local's own config (actors.count=0), priced per million positions
-        report["default_pace"] = timed_training(quick_config if args.quick else "connect4",
-                                                quick_bound_s if args.quick else args.scaling_seconds, [*quick_run])
+        report["default_pace"] = timed_training(timed_config, scaling_s, [*quick_run])
         try:
             report["per_dollar"] = per_dollar.table_rows(per_dollar.this_machine(
                 report["default_pace"]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
         except (ImportError, GantryError) as exc:  # prices need infra/'s settings, read through Terraform
             print(f"no $ per million positions: {exc} (make install-dev installs what reading infra/ needs)")
     if args.placement_seconds:
-        report["inference_placement"] = inference_placement(
-            quick_config if args.quick else "connect4", quick_bound_s if args.quick else args.placement_seconds,
-            quick_run)
+        report["inference_placement"] = inference_placement(timed_config, placement_s, quick_run)
 
     run_dirs = [Path(r) for r in args.from_run.split(",") if r]
     # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32
