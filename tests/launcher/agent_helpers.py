@@ -20,7 +20,10 @@ FAKE_DOCKER = HERE / "fake_docker.py"
 STUB_TRAINER = HERE / "stub_trainer.py"
 
 
-def wait_until(predicate, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"):
+# A hang guard, not a pace: waiting costs only what the condition takes. 120 s because these processes start under
+# the load of make test's other workers, and inside the dev container under two suites at once: the landing CI of
+# 2026-11-27 waited 30 s for a stub trainer's third step there, and failed.
+def wait_until(predicate, timeout: float = 120.0, interval: float = 0.2, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

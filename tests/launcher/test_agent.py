@@ -70,7 +70,7 @@ def test_a_crashed_trainer_is_restarted_and_a_finished_one_is_not(tmp_path, meta
     marker = tmp_path / "crashed-once"
     metadata.set_attribute(RUN_KEY, spec("r2", args=["--steps", "8", "--crash-once-at", "3",
                                                           "--marker", str(marker)]))
-    wait_until(lambda: node.report().get("state") == "finished", timeout=60, what="the run to finish")
+    wait_until(lambda: node.report().get("state") == "finished", what="the run to finish")
     assert marker.exists()
     assert len(node.docker_calls("run")) == 2  # the crash, then the run that finished
     assert "trainer exited with code 3; restart 1" in node.agent_output()
@@ -131,7 +131,7 @@ def test_the_run_folder_is_handed_to_the_images_user(tmp_path, metadata, nodes):
 
 def test_an_idle_node_powers_itself_off(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03")  # 1.8 s
-    wait_until(node.poweroff_marker.exists, timeout=30, what="the power-off command")
+    wait_until(node.poweroff_marker.exists, what="the power-off command")
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
 
 
@@ -141,7 +141,7 @@ def test_a_failed_power_off_is_tried_again_after_the_retry_interval_not_at_every
     poweroff = f"sh -c 'date +%s.%N >> {attempts}; [ $(wc -l < {attempts}) -ge 2 ] && touch {tmp_path}/off'"
     node = start_node(nodes, tmp_path, metadata, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03",
                       GANTRY_AGENT_STOP_RETRY_SECONDS="2", GANTRY_AGENT_POWEROFF=poweroff)
-    wait_until((tmp_path / "off").exists, timeout=60, what="the second power-off attempt")
+    wait_until((tmp_path / "off").exists, what="the second power-off attempt")
     time.sleep(1.5)  # a powered-off agent tries no more
     first, second = (float(t) for t in attempts.read_text().split())
     assert second - first >= 2  # one attempt, then none until the retry interval (2 s; a loop is 1 s) has passed
@@ -153,7 +153,7 @@ def test_a_crash_looping_trainer_powers_its_node_off(tmp_path, metadata, nodes):
     # coming. After GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES (3 s here) the node stops billing.
     node = start_node(nodes, tmp_path, metadata, GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")
     metadata.set_attribute(RUN_KEY, spec("r7", node_rank=1, nnodes=2, args=["--no-rendezvous"]))
-    wait_until(node.poweroff_marker.exists, timeout=40, what="the power-off command")
+    wait_until(node.poweroff_marker.exists, what="the power-off command")
     assert len(node.docker_calls("run")) >= 2  # it was restarted first: one crash is no loop
     # the report goes out at once, unless the rate limit's bucket is empty that moment: then at the next loop
     report = wait_until(lambda: node.report().get("state") == "powering-off" and node.report(),
@@ -213,12 +213,12 @@ def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes,
         except FileNotFoundError:
             return ""
 
-    wait_until(lambda: "step 1 | games 3 | loss 0.5" in log(), timeout=120,
+    wait_until(lambda: "step 1 | games 3 | loss 0.5" in log(),
                what="the trainer's output in the bucket while it runs")
     assert "gantry-agent: started run r9" in log()
     assert "step 1 | games 3" in node.output()  # the serial port gets it as before
     metadata.set_attribute(RUN_KEY, spec("r9", action="stop", **run))
-    wait_until(lambda: "SIGTERM: checkpoint at step" in log(), timeout=90, what="the stop in the bucket")
+    wait_until(lambda: "SIGTERM: checkpoint at step" in log(), what="the stop in the bucket")
     wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
 
 
@@ -256,7 +256,7 @@ def test_a_tpu_vm_past_max_run_hours_checkpoints_the_trainer_then_stops_its_own_
     assert not stop_requests(apis)  # 60 s of 360: nothing to stop yet
 
     uptime.write_text("361.00 700.00\n")  # the node's time is up
-    wait_until(lambda: tpu["state"] == "STOPPED", timeout=90, what="nodes:stop of the node")
+    wait_until(lambda: tpu["state"] == "STOPPED", what="nodes:stop of the node")
     assert stop_requests(apis) == [f"POST /v2/projects/demo-project/locations/us-central2-b/nodes/{TPU_NODE}:stop"]
     # the trainer first, gracefully (docker stop = SIGTERM, the trainer checkpoints), then the node
     assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "20"]
@@ -277,7 +277,7 @@ def test_an_idle_tpu_vm_stops_its_own_node(tmp_path, metadata, apis, nodes):
     tpu = apis.add_tpu_node(TPU_NODE, zone="us-central1-a")
     metadata.set_attribute("tpu-env", tpu_env(NODE_ID=TPU_NODE))
     node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03")  # 1.8 s
-    wait_until(lambda: tpu["state"] == "STOPPED", timeout=60, what="nodes:stop after idle_shutdown_minutes")
+    wait_until(lambda: tpu["state"] == "STOPPED", what="nodes:stop after idle_shutdown_minutes")
     assert stop_requests(apis) == [f"POST /v2/projects/demo-project/locations/us-central1-a/nodes/{TPU_NODE}:stop"]
     assert metadata.count("GET", "service-accounts/default/token")  # with the VM's own token
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
@@ -295,7 +295,7 @@ def test_a_tpu_api_refusal_is_one_line_naming_the_fix_and_the_agent_keeps_going(
                                               CONSUMER_PROJECT_ID="demo-project"))
     node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_IDLE_SHUTDOWN_MINUTES="0.03",
                           GANTRY_AGENT_STOP_RETRY_SECONDS="2")
-    wait_until(lambda: len(stop_requests(apis)) >= 2, timeout=60, what="nodes:stop tried again after the 403")
+    wait_until(lambda: len(stop_requests(apis)) >= 2, what="nodes:stop tried again after the 403")
     lines = [line for line in node.agent_output().splitlines() if "could not stop TPU node" in line]
     assert lines and all(line == lines[0] for line in lines), lines
     assert lines[0] == (f"gantry-agent: could not stop TPU node {full}: HTTP 403 PERMISSION_DENIED: Permission "
@@ -307,7 +307,7 @@ def test_a_tpu_api_refusal_is_one_line_naming_the_fix_and_the_agent_keeps_going(
     assert tpu["state"] == "READY" and not node.poweroff_marker.exists()
 
     del apis.errors[r":stop$"]  # the role granted (`make apply`): the next try stops the node
-    wait_until(lambda: tpu["state"] == "STOPPED", timeout=60, what="the stop once permitted")
+    wait_until(lambda: tpu["state"] == "STOPPED", what="the stop once permitted")
     wait_until(lambda: node.report().get("state") == "powering-off", what="the powering-off report")
 
 
