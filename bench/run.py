@@ -135,9 +135,9 @@ FP32_CASES = (("native", "torch"), ("native", "onnxruntime"), ("avx2", "torch"))
 def fp32_isa(seconds: float, quick: bool) -> list[dict]:
     """fp32 self-play on one core, with this CPU's own instructions and held to AVX2, in eager torch and in ONNX
     Runtime: what an AVX2-only CPU's actors run. Each case in a fresh process (the ISA is fixed when torch loads),
-    twice, interleaved."""
+    twice, interleaved; once under --quick, a smoke run of the path."""
     runs = []
-    for isa, runtime in FP32_CASES * 2:
+    for isa, runtime in FP32_CASES * (1 if quick else 2):
         out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds), "--fp32-runtime", runtime,
                               *(["--quick"] if quick else [])],
                              env={**os.environ, **(AVX2_ONLY_ENV if isa == "avx2" else {})},
@@ -146,7 +146,7 @@ def fp32_isa(seconds: float, quick: bool) -> list[dict]:
     rows = []
     for isa, runtime in FP32_CASES:
         mine = [r for r in runs if r["isa"] == isa and r["runtime"] == runtime]
-        # the child's own figures (ratios to alpha-zero-general included), averaged over the two runs
+        # the child's own figures (ratios to alpha-zero-general included), averaged over its runs
         rows.append({"isa": isa, "runtime": runtime, "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
                      **{k: float(np.mean([r[k] for r in mine])) for k in
                         ("simulations_per_s", "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch")}})

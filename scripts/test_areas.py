@@ -40,13 +40,17 @@ def main(report: str = ".cache/test-report.xml") -> int:
         return 1
     seconds: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
+    recorded: list[str] = []  # what tests measured of their own parts (record_property), e.g. the dev container's
     for case in root.iter("testcase"):
         area = area_of(case.get("classname", ""))
         seconds[area] += float(case.get("time", 0))
         counts[area] += 1
+        recorded += [f"{p.get('name')}={p.get('value')}" for p in case.iter("property")]
     for area in [a for _, a in AREAS] + ["other"]:
         if counts[area]:
             print(f"  {area:<14} {seconds[area] / 60:5.1f} min  {counts[area]:4d} tests")
+    if recorded:
+        print(f"  recorded: {' '.join(recorded)}")
     return 0
 
 
