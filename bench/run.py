@@ -374,8 +374,8 @@ def main() -> int:
     scaling_s, placement_s = (120, 120) if args.quick else (args.scaling_seconds, args.placement_seconds)
     if args.scaling_seconds:
         report["scaling"] = rank_scaling(timed_config, scaling_s, quick_run)
-    if args.scaling_seconds:  # make train-local's own config (actors.count=0), priced per million positions
-        report["default_pace"] = timed_training(timed_config, scaling_s, [*quick_run])
+        # make train-local's own config (actors.count=0), priced per million positions
+        report["default_pace"] = timed_training(timed_config, scaling_s, list(quick_run))
         try:
             report["per_dollar"] = per_dollar.table_rows(per_dollar.this_machine(
                 report["default_pace"]["positions_per_s"], os.cpu_count() or 1, report["machine"]["cpu"]))
