@@ -69,7 +69,6 @@ class SelfPlayWorker:
         self.h_version = np.zeros((B, T), dtype=np.int64)
         self.h_recorded = np.zeros((B, T), dtype=bool)
         self.opening = self.random_openings(B)
-        self.tree = None  # search.tree=reuse: the subtrees under the moves just played
         self.moves = 0
         self.simulations = 0
 
@@ -91,7 +90,7 @@ class SelfPlayWorker:
         opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
         full = (self.rng.random(B) < s.full_search_fraction) & ~opening
         budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
-        result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets, tree=self.tree)
+        result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
         explore = np.flatnonzero((self.ply < s.temperature_moves) & ~opening)
@@ -109,8 +108,6 @@ class SelfPlayWorker:
         self.h_recorded[rows, self.ply] = full
         self.ply += 1
         step = game.play(self.states, actions)
-        if s.tree == "reuse":
-            self.tree = self.mcts.last_tree.subtree(actions, keep=~step.terminal)
         self.states = step.states
         self.moves += B
         self.simulations += int(budgets.sum())

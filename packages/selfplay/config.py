@@ -138,9 +138,6 @@ class SearchConfig(Section):
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
     random_opening_moves: int = number(12, 1, 1000)
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
-    tree: Literal["fresh", "reuse"] = "fresh"
-    """Where a self-play search starts: fresh = a new tree each move; reuse = the subtree the previous search
-    grew under the move played, its visits kept (AlphaZero's reuse), so the same simulations buy a deeper search."""
 
 
 @dataclass

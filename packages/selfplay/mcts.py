@@ -5,9 +5,6 @@ one leaf per game, evaluates all new non-terminal leaves in ONE network call, an
 the values up. Trees are arrays indexed [game, node, action]; edge statistics live in
 the parent, so a node needs only its state, its priors and its children's indices.
 Node 0 is the root; a child index of 0 therefore means "not expanded yet".
-
-A search can start from the subtree a previous one grew under the move played (``Tree.subtree``): its
-visits and values are kept and the new simulations add to them, as AlphaZero reuses the played subtree.
 """
 
 from __future__ import annotations
@@ -21,58 +18,6 @@ from .games import Game
 
 # evaluate(planes float32 [N, C, H, W]) -> (policy logits float32 [N, A], value float32 [N])
 Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-@dataclass
-class Tree:
-    """The search trees of B games, arrays indexed [game, node(, action)]; a game's nodes are 0..num_nodes-1,
-    and every child has a larger index than its parent."""
-    states: np.ndarray          # uint64 [B, M, state_words]
-    prior: np.ndarray           # float32 [B, M, A]: the network's policy at each node (the root's with its noise)
-    visits: np.ndarray          # float32 [B, M, A]: edge visit counts
-    value_sum: np.ndarray       # float32 [B, M, A]: edge values summed, for the player to move at the node
-    children: np.ndarray        # int32 [B, M, A]: the child's node index, 0 = not expanded
-    terminal: np.ndarray        # bool [B, M]
-    terminal_value: np.ndarray  # float32 [B, M]: for the player to move at a terminal node
-    num_nodes: np.ndarray       # int32 [B]
-
-    def subtree(self, actions: np.ndarray, keep: np.ndarray) -> Tree:
-        """Each game's tree under the root move ``actions[g]``, renumbered from 0, for the next search; a game
-        where ``keep`` is False (its game ended), or whose move was never expanded, starts fresh (num_nodes 0).
-
-        Breadth-first, one level of every game's subtree per pass: a parent is numbered before its children."""
-        B, M, A = self.children.shape
-        rows = np.arange(B)
-        start = self.children[rows, 0, actions]
-        reused = keep & (start > 0)
-        reused[reused] &= ~self.terminal[rows[reused], start[reused]]
-        member_g, member_n = [rows[reused]], [start[reused]]
-        frontier_g, frontier_n = member_g[0], member_n[0]
-        while len(frontier_g):
-            kids = self.children[frontier_g, frontier_n]
-            f, a = np.nonzero(kids)
-            frontier_g, frontier_n = frontier_g[f], kids[f, a]
-            member_g.append(frontier_g)
-            member_n.append(frontier_n)
-        g, n = np.concatenate(member_g), np.concatenate(member_n)
-        order = np.argsort(g, kind="stable")  # by game, breadth-first within each
-        g, n = g[order], n[order]
-        num_nodes = np.bincount(g, minlength=B).astype(np.int32)
-        first = np.concatenate([[0], np.cumsum(num_nodes)[:-1]])
-        new = (np.arange(len(g)) - first[g]).astype(np.int32)
-        renumber = np.zeros((B, M), dtype=np.int32)
-        renumber[g, n] = new
-        size = max(int(num_nodes.max(initial=0)), 1)
-
-        def moved(a: np.ndarray) -> np.ndarray:
-            out = np.zeros((B, size) + a.shape[2:], dtype=a.dtype)
-            out[g, new] = a[g, n]
-            return out
-
-        children = moved(self.children)
-        children[g, new] = np.where(children[g, new] > 0, renumber[g[:, None], children[g, new]], 0)
-        return Tree(moved(self.states), moved(self.prior), moved(self.visits), moved(self.value_sum), children,
-                    moved(self.terminal), moved(self.terminal_value), num_nodes)
 
 
 @dataclass
@@ -115,16 +60,14 @@ class BatchedMCTS:
         self.rng = rng or np.random.default_rng()
 
     def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
-               budgets: np.ndarray | None = None, tree: Tree | None = None) -> SearchResult:
+               budgets: np.ndarray | None = None) -> SearchResult:
         """Search every root; ``add_noise`` and ``budgets`` (simulations, at most num_simulations) may be per game.
 
         Per-game budgets let a batch mix full and fast searches (playout-cap randomisation): a game whose
-        budget is spent sits out the remaining simulations. ``tree`` (a previous search's ``subtree`` under
-        the moves played, rooted at ``roots``) is searched further: the simulations add to its visits."""
+        budget is spent sits out the remaining simulations."""
         game, A = self.game, self.game.num_actions
         B = len(roots)
-        reused = np.zeros(B, dtype=np.int32) if tree is None else tree.num_nodes
-        M = int(reused.max()) + num_simulations + 1  # each simulation adds at most one node
+        M = num_simulations + 1  # each simulation adds at most one node
         games = np.arange(B)
         budgets = np.full(B, num_simulations) if budgets is None else budgets  # the loop's bound caps larger ones
 
@@ -135,13 +78,7 @@ class BatchedMCTS:
         children = np.zeros((B, M, A), dtype=np.int32)
         terminal = np.zeros((B, M), dtype=bool)
         terminal_value = np.zeros((B, M), dtype=np.float32)
-        num_nodes = np.maximum(reused, 1)
-        if tree is not None:
-            kept = tree.children.shape[1]
-            for whole, part in ((states, tree.states), (prior, tree.prior), (visits, tree.visits),
-                                (value_sum, tree.value_sum), (children, tree.children), (terminal, tree.terminal),
-                                (terminal_value, tree.terminal_value)):
-                whole[:, :kept] = part
+        num_nodes = np.ones(B, dtype=np.int32)
 
         states[:, 0] = roots
         legal = game.legal_mask(roots)
@@ -226,8 +163,8 @@ class BatchedMCTS:
                 visits[g, pn, pa] += 1
                 value_sum[g, pn, pa] += sign * value[on_path]
 
-        # what Tree.subtree reuses, and tests inspect; overwritten by the next search
-        self.last_tree = Tree(states, prior, visits, value_sum, children, terminal, terminal_value, num_nodes)
+        # kept for inspection (tests, debugging); overwritten by the next search
+        self.last_tree = {"prior": prior, "visits": visits, "children": children, "num_nodes": num_nodes}
         root_visits = visits[:, 0]
         root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
         root_q = np.where(root_visits > 0, value_sum[:, 0] / np.maximum(root_visits, 1), -np.inf).astype(np.float32)

@@ -39,12 +39,12 @@ def test_visit_counts_sum_to_the_simulations_and_skip_illegal_moves():
 def test_dirichlet_noise_touches_the_root_prior_only():
     game = ConnectFour()
     mcts, _ = search(game, [[]] * 4, sims=50, noise=False)
-    clean = mcts.last_tree.prior.copy()
+    clean = mcts.last_tree["prior"].copy()
     mcts, r = search(game, [[]] * 4, sims=50, noise=True, noise_fraction=0.5)
-    noisy = mcts.last_tree.prior
+    noisy = mcts.last_tree["prior"]
     assert not np.allclose(noisy[:, 0], clean[:, 0])          # root changed
     np.testing.assert_allclose(noisy[:, 0].sum(axis=1), 1.0, rtol=1e-5)
-    expanded = mcts.last_tree.num_nodes
+    expanded = mcts.last_tree["num_nodes"]
     for g in range(4):                                        # every other node is the plain uniform prior
         np.testing.assert_allclose(noisy[g, 1:expanded[g]], 1 / 7, rtol=1e-5)
     np.testing.assert_allclose(r.prior, 1 / 7, rtol=1e-5)     # the reported prior is the network's, before noise
@@ -56,8 +56,8 @@ def test_per_game_budgets_stop_a_game_early_and_noise_can_be_per_game():
     r = mcts.search(game.initial_states(3), 40, add_noise=np.array([True, False, False]),
                     budgets=np.array([40, 8, 1]))
     assert r.visits.sum(axis=1).tolist() == [40, 8, 1]
-    assert mcts.last_tree.num_nodes.tolist() == [41, 9, 2]  # a game that sat out expanded nothing more
-    root_prior = mcts.last_tree.prior[:, 0]
+    assert mcts.last_tree["num_nodes"].tolist() == [41, 9, 2]  # a game that sat out expanded nothing more
+    root_prior = mcts.last_tree["prior"][:, 0]
     assert not np.allclose(root_prior[0], 1 / 7)               # noise only where asked
     np.testing.assert_allclose(root_prior[1:], 1 / 7, rtol=1e-5)
 
@@ -72,28 +72,3 @@ def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
     assert r.best_moves()[0] == 8 and r.q[0, 8] == 1.0          # the win's value decides
     assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
 
-
-
-def test_the_played_subtree_is_kept_renumbered_and_searched_further():
-    game = ConnectFour()
-    mcts = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0))
-    roots = game.states_from_moves([[], [3, 3], [0]])
-    mcts.search(roots, 200, add_noise=False)
-    old = mcts.last_tree
-    actions = old.visits[:, 0].argmax(axis=1)
-    sub = old.subtree(actions, keep=np.array([True, True, False]))
-    rows = np.arange(3)
-    played = old.visits[rows, 0, actions]
-    # no game ends this early, so each visit of the played edge expanded one node under it, itself included
-    assert sub.num_nodes.tolist() == [played[0], played[1], 0]
-    next_roots = game.play(roots, actions).states
-    np.testing.assert_array_equal(sub.states[:2, 0], next_roots[:2])
-    np.testing.assert_array_equal(sub.visits[:2, 0], old.visits[rows[:2], old.children[rows[:2], 0, actions[:2]]])
-    for g in range(2):  # every kept edge leads to the position its move makes
-        parents, moves = np.nonzero(sub.children[g, :sub.num_nodes[g]])
-        kids = sub.children[g, parents, moves]
-        assert (kids > parents).all() and len(set(kids.tolist())) == len(kids) == sub.num_nodes[g] - 1
-        np.testing.assert_array_equal(sub.states[g, kids], game.play(sub.states[g, parents], moves).states)
-    r = mcts.search(next_roots, 50, add_noise=True, tree=sub)
-    # the kept root's visits (one fewer than its edge's: the first visit expanded it) plus the 50 new ones
-    assert r.visits.sum(axis=1).tolist() == [played[0] - 1 + 50, played[1] - 1 + 50, 50]

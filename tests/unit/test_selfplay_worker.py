@@ -56,13 +56,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_reusing_the_played_subtree_searches_deeper_for_the_same_simulations():
-    worker, finished = play(["--search.tree=reuse"])
-    assert worker.simulations == worker.moves * 16       # the compute per move is unchanged
-    visits = np.concatenate([np.round(s.policy * 16, 4) for s in finished])
-    assert (visits % 1 != 0).any()                        # some targets count more than this move's 16 visits
-    kept = worker.tree.num_nodes > 0
-    assert kept.any()                                     # the next search starts from the played subtrees
-    np.testing.assert_array_equal(worker.tree.states[kept, 0], worker.states[kept])
