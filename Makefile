@@ -137,7 +137,7 @@ bench: $(VENV)/.installed ## self-play, learner and training benchmarks -> bench
 	$(PY) -m bench.run $(ARGS)
 
 lint: $(VENV)/.installed-dev ## ruff over the Python code (rules: pyproject.toml [tool.ruff.lint])
-	$(VENV)/bin/ruff check packages tests bench examples
+	$(VENV)/bin/ruff check packages tests bench examples scripts
 
 clean: ## remove caches (keeps .venv and runs/)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

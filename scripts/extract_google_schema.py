@@ -129,7 +129,7 @@ class ModuleJs:
         return out
 
     def top_class(self, tf_type: str) -> str:
-        for name, (base, body) in self.classes.items():
+        for name, (_base, body) in self.classes.items():
             if f'static tfResourceType = "{tf_type}";' in body:
                 return name
         raise SystemExit(f"extract: no class declares tfResourceType {tf_type!r}")
@@ -212,7 +212,7 @@ def provider_schema(js: ModuleJs, dts: str, cls: str) -> dict:
     """The provider block: plain structs, no OutputReference classes, so nested flags come from index.d.ts."""
     table = hcl_table(js, cls, top=True)
     attributes, block_types = {}, {}
-    for name, computed, optional, required, _chunk in js.members(cls):
+    for name, *_flags, _chunk in js.members(cls):
         is_block, kind, storage = table[name]
         if not is_block:
             attributes[name] = {"type": hcl_attr_type(kind, storage), "optional": True}
