@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from selfplay.games import ConnectFour, TicTacToe, make_game
+from selfplay.games.connect4 import _CELL_BITS, four_in_a_row
 
 
 def play_moves(game, moves):
@@ -63,6 +64,34 @@ def test_connect4_flip_matches_mirrored_moves():
     assert (game.flip_planes(game.encode(a[None])) == game.encode(b[None])).all()
     policy = np.arange(7, dtype=np.float32)[None]
     assert game.flip_policy(policy)[0].tolist() == list(range(6, -1, -1))
+
+
+def test_connect4_threat_planes_are_the_cells_that_would_make_four():
+    """Planes 2 and 3 against brute force: an empty cell is a threat of a side when a stone of its there (gravity
+    aside) makes four; on random positions of every length, for the side to move and its opponent."""
+    game = ConnectFour()
+    rng = np.random.default_rng(0)
+    games = []
+    for _ in range(200):
+        moves, state = [], game.initial_states(1)
+        for _ in range(rng.integers(0, 35)):
+            move = int(rng.choice(np.flatnonzero(game.legal_mask(state)[0])))
+            step = game.play(state, np.array([move]))
+            if step.terminal[0]:
+                break
+            state, moves = step.states, moves + [move]
+        games.append(moves)
+    states = game.states_from_moves(games)
+    planes = game.encode(states).reshape(len(states), 4, -1)
+    for plane, stones in ((2, states[:, 0]), (3, states[:, 0] ^ states[:, 1])):
+        for cell, bit in enumerate(_CELL_BITS):
+            stone = np.uint64(1) << bit
+            empty = (states[:, 1] & stone) == 0
+            assert (planes[:, plane, cell] == (empty & four_in_a_row(stones | stone))).all(), (plane, cell)
+    assert planes[:, 2:].sum() > 100  # the positions hold threats to find
+    # a row of three on the bottom: the side that made it (the opponent of the mover) threatens both ends
+    three = game.encode(game.states_from_moves([[1, 1, 2, 2, 3]]))[0]
+    assert three[3, 5].tolist() == [1, 0, 0, 0, 1, 0, 0] and three[2].sum() == 0
 
 
 def test_states_from_moves_rejects_illegal_sequences():

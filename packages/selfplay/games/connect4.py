@@ -17,6 +17,7 @@ _H1 = HEIGHT + 1
 _U = np.uint64
 _BOTTOM = np.array([1 << (c * _H1) for c in range(WIDTH)], dtype=np.uint64)
 _TOP = np.array([1 << (HEIGHT - 1 + c * _H1) for c in range(WIDTH)], dtype=np.uint64)
+_BOARD = np.uint64(sum(((1 << HEIGHT) - 1) << (c * _H1) for c in range(WIDTH)))  # the 42 playable bits
 # cell index in the planes (row-major, top row first) -> bit index
 _CELL_BITS = np.array([c * _H1 + (HEIGHT - 1 - r) for r in range(HEIGHT) for c in range(WIDTH)], dtype=np.uint64)
 
@@ -30,11 +31,27 @@ def four_in_a_row(stones: np.ndarray) -> np.ndarray:
     return found
 
 
+def winning_cells(stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """uint64 [N]: the empty cells where one more of ``stones`` would make four (playable now or not).
+
+    Pons's compute_winning_position: for each direction, a cell wins when three stones line up with it on one
+    side, or two on one side and one on the other."""
+    found = (stones << _U(1)) & (stones << _U(2)) & (stones << _U(3))  # vertical: three below
+    for step in (_U(_H1), _U(_H1 - 1), _U(_H1 + 1)):  # horizontal and both diagonals
+        pair = (stones << step) & (stones << (step + step))
+        found |= pair & (stones << (step * _U(3)))
+        found |= pair & (stones >> step)
+        pair = (stones >> step) & (stones >> (step + step))
+        found |= pair & (stones << step)
+        found |= pair & (stones >> (step * _U(3)))
+    return found & (_BOARD ^ mask)
+
+
 class ConnectFour(Game):
     name = "connect4"
     num_actions = WIDTH
     board_shape = (HEIGHT, WIDTH)
-    num_planes = 2
+    num_planes = 4  # own stones, the opponent's, then the cells where each would make four (its threats)
     state_words = 2
     max_moves = WIDTH * HEIGHT
     flip_action = np.arange(WIDTH - 1, -1, -1)
@@ -57,9 +74,13 @@ class ConnectFour(Game):
         return StepResult(out, won | full, value)
 
     def encode(self, states: np.ndarray) -> np.ndarray:
-        own = bit_planes(states[:, 0], _CELL_BITS)
-        opp = bit_planes(states[:, 0] ^ states[:, 1], _CELL_BITS)
-        return np.stack([own, opp], axis=1).reshape(len(states), 2, HEIGHT, WIDTH)
+        """Stones and threats: KataGo gives its net liberties and ladders, the facts its game turns on; Connect
+        Four's are the threats, the empty cells that would complete a four, whose rows decide the endgame."""
+        position, mask = states[:, 0], states[:, 1]
+        opponent = position ^ mask
+        words = (position, opponent, winning_cells(position, mask), winning_cells(opponent, mask))
+        planes = np.stack([bit_planes(w, _CELL_BITS) for w in words], axis=1)
+        return planes.reshape(len(states), self.num_planes, HEIGHT, WIDTH)
 
     def render(self, state: np.ndarray) -> str:
         planes = self.encode(state.reshape(1, -1))[0]
