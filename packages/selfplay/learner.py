@@ -18,7 +18,7 @@ from .config import Config
 from .distributed import DistInfo, to_cpu
 from .games import Game
 from .hardware import Precision
-from .model import build_model, value_units_firing
+from .model import build_model, value_units_firing, widen_input_planes
 
 
 def lr_factor(progress: float, schedule: str, final_fraction: float) -> float:
@@ -152,6 +152,11 @@ class Learner:
     def load_state_dict(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
+        stem = self.model.stem[0]
+        moments = self.optimizer.state.get(stem.weight, {})  # Adam's, for a stem saved with fewer input planes
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key in moments:
+                moments[key] = widen_input_planes(moments[key], stem.in_channels)
         if payload.get("scaler"):
             self.scaler.load_state_dict(payload["scaler"])
         if self.ema is not None:  # a run that kept no average starts one from its weights

@@ -8,6 +8,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+STEM_WEIGHT = "stem.0.weight"  # the first convolution's weight [channels, input planes, 3, 3]
+
+
+def widen_input_planes(weight: torch.Tensor, planes: int) -> torch.Tensor:
+    """A first-convolution weight (or its optimizer state) for ``planes`` input planes, zero for the added ones.
+
+    Connect Four checkpoints written before its threat planes read two planes; zero weights on the planes added
+    after them make the widened network compute exactly what the saved one did, and training goes on from there."""
+    missing = planes - weight.shape[1]
+    if missing <= 0:
+        return weight
+    return torch.cat([weight, weight.new_zeros(weight.shape[0], missing, *weight.shape[2:])], dim=1)
+
 
 class ResBlock(nn.Module):
     def __init__(self, channels: int):
@@ -57,6 +70,9 @@ class PolicyValueNet(nn.Module):
             saved = state_dict.get(f"{name}.0.weight")
             if saved is not None and saved.shape[0] != getattr(self, name)[0].out_channels:
                 setattr(self, name, build(saved.shape[0]).to(device))
+        stem = state_dict.get(STEM_WEIGHT)
+        if stem is not None:  # written before the threat planes: the same function, see widen_input_planes
+            state_dict = {**state_dict, STEM_WEIGHT: widen_input_planes(stem, self.stem[0].in_channels)}
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""The learning-rate schedule, and the network's head widths across checkpoints of either shape."""
+"""The learning-rate schedule, and the network's head widths and input planes across checkpoints of either shape."""
 
 import itertools
 import math
@@ -13,7 +13,7 @@ from selfplay.distributed import DistInfo
 from selfplay.games import make_game
 from selfplay.hardware import Precision
 from selfplay.learner import Learner, lr_factor, warmup_factor
-from selfplay.model import build_model, value_units_firing
+from selfplay.model import PolicyValueNet, build_model, value_units_firing
 
 
 def test_cosine_decays_from_the_base_rate_to_the_final_fraction_and_constant_stays():
@@ -80,6 +80,30 @@ def _batch(game, n=32, seed=0):
         states = game.play(states, np.where(legal, rng.random(legal.shape), -1).argmax(axis=1)).states
     return {"states": states, "policy": rng.dirichlet(np.ones(7), n).astype(np.float32),
             "z": rng.choice([-1.0, 1.0], n).astype(np.float32), "q": np.zeros(n, np.float32)}
+
+
+def test_a_checkpoint_from_before_the_threat_planes_plays_the_same_and_trains_on():
+    game = make_game("connect4")
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1"])
+    h, w = game.board_shape
+    old = PolicyValueNet(2, h, w, game.num_actions, 8, 1)  # the stone planes alone, as saved before
+    optimizer = torch.optim.AdamW(old.parameters())
+    x = torch.from_numpy(game.encode(_batch(game)["states"]))
+    old(x[:, :2])[1].sum().backward()
+    optimizer.step()
+    old.eval()
+
+    graded = build_model(game, 8, 1).eval()  # what grading builds, now with four input planes
+    graded.load_state_dict(old.state_dict())
+    with torch.no_grad():
+        for a, b in zip(old(x[:, :2]), graded(x)):
+            assert torch.allclose(a, b, atol=1e-6)  # the added planes start with zero weight: the same function
+
+    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    learner.load_state_dict({"model": old.state_dict(), "optimizer": optimizer.state_dict()})
+    learner.step(_batch(game, seed=1))  # Adam's moments were widened with the weight, so the step runs
+    stem = learner.model.stem[0].weight
+    assert stem.shape[1] == 4 and stem[:, 2:].abs().sum() > 0  # and the new planes now learn
 
 
 def test_the_moving_average_lags_the_weights_and_is_what_a_checkpoint_plays():
