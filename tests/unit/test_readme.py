@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_README_BYTES = 15 * 1024
 WALKTHROUGH_MARKER = "<!-- walkthrough: the node twin runs this block -->"
-BENCH_RESULT = ROOT / "bench/results/bench-20261126-090132.json"  # the README's "after N minutes" table
+BENCH_RESULT = ROOT / "bench/results/bench-20261128-041553.json"  # the README's "after N minutes" table
 
 
 def readme() -> str:
@@ -92,8 +92,8 @@ def test_readme_progress_line_is_one_the_trainer_prints():
                "learner/buffer_size": 59900, "learner/mean_reuse": 6.0, "losses/total": 1.712,
                "losses/policy": 1.473, "losses/value": 0.239, "learner/wait_fraction": 0.0,
                "charts/elapsed_minutes": 10.0, "charts/remaining_minutes": None}
-    last_eval = {eval_key("Middle-Medium", "mcts_weak"): 0.115, eval_key("Begin-Hard", "mcts_weak"): 0.184,
-                 EVAL_STEP: 1372, EVAL_MINUTE: 9.9}
+    last_eval = {eval_key("Middle-Medium", "mcts_weak"): 0.089, eval_key("Begin-Hard", "mcts_weak"): 0.173,
+                 EVAL_STEP: 1550, EVAL_MINUTE: 9.8}
     printed = [progress_line(metrics, last_eval),  # make train-local: no budget
                progress_line({**metrics, "charts/remaining_minutes": 20.0}, last_eval)]  # --run.max_minutes
     for sample in samples:
