@@ -182,9 +182,6 @@ class LearnerConfig(Section):
     """Above the floor the sampling window is window_scale * positions_added ** window_exponent (KataGo)."""
     window_exponent: float = number(0.75, 0, 1, low_open=True)
     """How fast the window grows with the data: 1 = linearly (all of it), smaller = older games fade out."""
-    duplicate_targets: Literal["mean", "own"] = "mean"
-    """mean: a position recorded more than once in the sampling window trains on the mean of its copies' targets
-    (policy, z, q), its expected result under today's play rather than one game's; own: each copy on its own."""
     lr_schedule: Literal["constant", "cosine"] = "cosine"
     """cosine: decay learner.lr to lr_final_fraction of it over run.max_minutes (or run.max_steps);
     constant when the run has neither budget. The schedule follows this session's budget."""

@@ -31,7 +31,6 @@ class MetricsWindow:
         self.games_at = {k: counters[k] for k in ("games", "plies", "draws")}  # as of the last line
         self.losses: list[dict] = []
         self.staleness: list[float] = []
-        self.copies: list[float] = []
 
     def waited(self, seconds: float, filling: bool) -> None:
         self.wait_s += seconds
@@ -40,11 +39,10 @@ class MetricsWindow:
         else:
             self.throttled += 1
 
-    def stepped(self, losses: dict, staleness: float, copies: float) -> None:
+    def stepped(self, losses: dict, staleness: float) -> None:
         self.steps += 1
         self.losses.append(losses)
         self.staleness.append(staleness)
-        self.copies.append(copies)
 
     def metrics(self, pool: ActorPool, replay: ReplayBuffer, counters: dict, step: int, seconds: float) -> dict:
         totals = pool.totals()
@@ -73,8 +71,6 @@ class MetricsWindow:
             "learner/mean_reuse": replay.samples_per_added(),
             "learner/wait_fraction": min(1.0, self.wait_s / seconds),
             "learner/sample_staleness": float(np.mean(self.staleness)) if self.staleness else 0.0,
-            # copies in the window of a sampled position, whose targets it trains on (learner.duplicate_targets)
-            "learner/sample_copies": float(np.mean(self.copies)) if self.copies else None,
         }
         if self.throttled + self.filling:
             m["learner/wait_reason"] = "samples/position target: self-play is behind" \
@@ -84,5 +80,4 @@ class MetricsWindow:
         self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
         self.losses.clear()
         self.staleness.clear()
-        self.copies.clear()
         return m

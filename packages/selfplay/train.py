@@ -104,7 +104,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     learner = Learner(cfg, game, precision, info, seed)
     lc = cfg.learner
     replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
-                          lc.window_floor, lc.window_scale, lc.window_exponent, seed, lc.duplicate_targets)
+                          lc.window_floor, lc.window_scale, lc.window_exponent, seed)
     counters = {"games": 0, "positions": 0, "plies": 0, "draws": 0, "actor_restarts": 0}
     step, saved_step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)
     runlog.hparams(dump(cfg))
@@ -175,8 +175,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             else:
                 learner.set_progress(_budget_progress(cfg, step, progress), step)
                 batch = replay.sample(lc.batch_size)
-                window.stepped(learner.step(batch), staleness=float(step - batch["version"].mean()),
-                               copies=float(batch["copies"].mean()))
+                window.stepped(learner.step(batch), float(step - batch["version"].mean()))
                 step += 1
                 if step % lc.publish_every == 0:
                     selfplay.publish(learner.model, step)
