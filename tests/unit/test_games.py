@@ -82,7 +82,7 @@ def test_connect4_threat_planes_are_the_cells_that_would_make_four():
             state, moves = step.states, moves + [move]
         games.append(moves)
     states = game.states_from_moves(games)
-    planes = game.encode(states).reshape(len(states), 4, -1)
+    planes = game.encode(states).reshape(len(states), 5, -1)
     for plane, stones in ((2, states[:, 0]), (3, states[:, 0] ^ states[:, 1])):
         for cell, bit in enumerate(_CELL_BITS):
             stone = np.uint64(1) << bit
@@ -123,3 +123,10 @@ def test_tictactoe_occupied_cells_are_illegal():
 def test_unknown_game_names_the_choices():
     with pytest.raises(ValueError, match="connect4, tictactoe"):
         make_game("chess")
+
+
+def test_connect4_mover_rows_plane_marks_odd_rows_for_the_first_player_and_even_rows_for_the_second():
+    game = ConnectFour()
+    first, second = game.encode(game.states_from_moves([[3, 3], [3]]))[:, 4]  # rows top first: index 5 = row 1
+    assert first[:, 0].tolist() == [0, 1, 0, 1, 0, 1] and (first == first[:, :1]).all()
+    assert (second == 1 - first).all()

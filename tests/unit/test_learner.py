@@ -93,7 +93,7 @@ def test_a_checkpoint_from_before_the_threat_planes_plays_the_same_and_trains_on
     optimizer.step()
     old.eval()
 
-    graded = build_model(game, 8, 1).eval()  # what grading builds, now with four input planes
+    graded = build_model(game, 8, 1).eval()  # what grading builds, now with every input plane
     graded.load_state_dict(old.state_dict())
     with torch.no_grad():
         for a, b in zip(old(x[:, :2]), graded(x)):
@@ -103,7 +103,7 @@ def test_a_checkpoint_from_before_the_threat_planes_plays_the_same_and_trains_on
     learner.load_state_dict({"model": old.state_dict(), "optimizer": optimizer.state_dict()})
     learner.step(_batch(game, seed=1))  # Adam's moments were widened with the weight, so the step runs
     stem = learner.model.stem[0].weight
-    assert stem.shape[1] == 4 and stem[:, 2:].abs().sum() > 0  # and the new planes now learn
+    assert stem.shape[1] == game.num_planes and stem[:, 2:].abs().sum() > 0  # and the new planes now learn
 
 
 def test_the_moving_average_lags_the_weights_and_is_what_a_checkpoint_plays():

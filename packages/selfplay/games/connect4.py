@@ -18,6 +18,10 @@ _U = np.uint64
 _BOTTOM = np.array([1 << (c * _H1) for c in range(WIDTH)], dtype=np.uint64)
 _TOP = np.array([1 << (HEIGHT - 1 + c * _H1) for c in range(WIDTH)], dtype=np.uint64)
 _BOARD = np.uint64(sum(((1 << HEIGHT) - 1) << (c * _H1) for c in range(WIDTH)))  # the 42 playable bits
+# Allis's rule of zugzwang: with the board otherwise filled, the first player's threats on odd rows (1st, 3rd, 5th
+# from the bottom) and the second player's on even rows are the ones that win
+_ODD_ROWS = np.uint64(sum(1 << (c * _H1 + r) for c in range(WIDTH) for r in range(0, HEIGHT, 2)))
+_EVEN_ROWS = _BOARD ^ _ODD_ROWS
 # cell index in the planes (row-major, top row first) -> bit index
 _CELL_BITS = np.array([c * _H1 + (HEIGHT - 1 - r) for r in range(HEIGHT) for c in range(WIDTH)], dtype=np.uint64)
 
@@ -51,7 +55,9 @@ class ConnectFour(Game):
     name = "connect4"
     num_actions = WIDTH
     board_shape = (HEIGHT, WIDTH)
-    num_planes = 4  # own stones, the opponent's, then the cells where each would make four (its threats)
+    # own stones, the opponent's, the cells where each would make four (its threats), the rows where the mover's
+    # threats win by zugzwang
+    num_planes = 5
     state_words = 2
     max_moves = WIDTH * HEIGHT
     flip_action = np.arange(WIDTH - 1, -1, -1)
@@ -74,11 +80,15 @@ class ConnectFour(Game):
         return StepResult(out, won | full, value)
 
     def encode(self, states: np.ndarray) -> np.ndarray:
-        """Stones and threats: KataGo gives its net liberties and ladders, the facts its game turns on; Connect
-        Four's are the threats, the empty cells that would complete a four, whose rows decide the endgame."""
+        """Stones, threats and the mover's rows: KataGo gives its net liberties and ladders, the facts its game
+        turns on; Connect Four's are the threats, the empty cells that would complete a four, and whose rows
+        they are on: the first player's threats win on odd rows, the second player's on even ones (Allis, 1988).
+        Which player the mover is hangs on the parity of all stones, which no stack of 3x3 convolutions counts."""
         position, mask = states[:, 0], states[:, 1]
         opponent = position ^ mask
-        words = (position, opponent, winning_cells(position, mask), winning_cells(opponent, mask))
+        mover_is_first = np.bitwise_count(mask) % 2 == 0
+        words = (position, opponent, winning_cells(position, mask), winning_cells(opponent, mask),
+                 np.where(mover_is_first, _ODD_ROWS, _EVEN_ROWS))
         planes = np.stack([bit_planes(w, _CELL_BITS) for w in words], axis=1)
         return planes.reshape(len(states), self.num_planes, HEIGHT, WIDTH)
 
