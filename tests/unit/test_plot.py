@@ -49,7 +49,7 @@ def test_a_run_without_grades_is_one_line_with_the_reason(tmp_path):
 
 def test_the_readme_picture_is_what_plot_draws_from_its_bench_result(tmp_path):
     """The committed SVG is regenerated, not edited: python -m selfplay plot --run bench/results/bench-X.json."""
-    bench = ROOT / "bench/results/bench-20261128-041553.json"
+    bench = ROOT / "bench/results/bench-20261128-082524.json"
     drawn = plot(bench, tmp_path / "progress.svg").read_text()
-    assert (ROOT / "bench/results/progress-20261128-041553.svg").read_text() == drawn
-    assert "progress-20261128-041553.svg" in (ROOT / "README.md").read_text()
+    assert (ROOT / "bench/results/progress-20261128-082524.svg").read_text() == drawn
+    assert "progress-20261128-082524.svg" in (ROOT / "README.md").read_text()
