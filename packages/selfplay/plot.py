@@ -127,11 +127,19 @@ def svg(pons: dict[str, list[tuple[float, float]]], elo: list[tuple[float, float
         f'<text x="{PAD_L}" y="{H + 10}" fill="#555">{note}</text>', "</svg>", ""])
 
 
+def picture_path(source: Path) -> Path:
+    """Where plot draws a source's picture unless told: progress-X.svg beside bench-X.json, or progress.svg in
+    the run directory."""
+    source = Path(source)
+    if source.suffix == ".json":
+        return source.with_name(f"progress-{source.stem.removeprefix('bench-')}.svg")
+    return source / "progress.svg"
+
+
 def plot(source: Path, out: Path | None = None) -> Path:
     """Write the picture of a run directory or a bench result; return where."""
     source = Path(source)
     pons, elo = from_bench(source) if source.suffix == ".json" else from_run(source)
-    out = Path(out) if out else (source.with_name(f"progress-{source.stem.removeprefix('bench-')}.svg")
-                                 if source.suffix == ".json" else source / "progress.svg")
+    out = Path(out) if out else picture_path(source)
     out.write_text(svg(pons, elo, source.stem if source.suffix == ".json" else source.name))
     return out

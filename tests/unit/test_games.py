@@ -82,7 +82,7 @@ def test_connect4_threat_planes_are_the_cells_that_would_make_four():
             state, moves = step.states, moves + [move]
         games.append(moves)
     states = game.states_from_moves(games)
-    planes = game.encode(states).reshape(len(states), 5, -1)
+    planes = game.encode(states).reshape(len(states), game.num_planes, -1)
     for plane, stones in ((2, states[:, 0]), (3, states[:, 0] ^ states[:, 1])):
         for cell, bit in enumerate(_CELL_BITS):
             stone = np.uint64(1) << bit

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from launch_contract import eval_key
-from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, plot
+from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, picture_path, plot
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP
+from test_readme import BENCH_RESULT
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -49,7 +50,6 @@ def test_a_run_without_grades_is_one_line_with_the_reason(tmp_path):
 
 def test_the_readme_picture_is_what_plot_draws_from_its_bench_result(tmp_path):
     """The committed SVG is regenerated, not edited: python -m selfplay plot --run bench/results/bench-X.json."""
-    bench = ROOT / "bench/results/bench-20261128-082524.json"
-    drawn = plot(bench, tmp_path / "progress.svg").read_text()
-    assert (ROOT / "bench/results/progress-20261128-082524.svg").read_text() == drawn
-    assert "progress-20261128-082524.svg" in (ROOT / "README.md").read_text()
+    drawn = plot(BENCH_RESULT, tmp_path / "progress.svg").read_text()
+    assert picture_path(BENCH_RESULT).read_text() == drawn
+    assert picture_path(BENCH_RESULT).name in (ROOT / "README.md").read_text()

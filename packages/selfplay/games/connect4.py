@@ -35,6 +35,11 @@ def four_in_a_row(stones: np.ndarray) -> np.ndarray:
     return found
 
 
+def mover_is_first(mask: np.ndarray) -> np.ndarray:
+    """bool [N]: the player to move made the first move (an even number of stones are down)."""
+    return np.bitwise_count(mask) % 2 == 0
+
+
 def winning_cells(stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """uint64 [N]: the empty cells where one more of ``stones`` would make four (playable now or not).
 
@@ -86,16 +91,14 @@ class ConnectFour(Game):
         Which player the mover is hangs on the parity of all stones, which no stack of 3x3 convolutions counts."""
         position, mask = states[:, 0], states[:, 1]
         opponent = position ^ mask
-        mover_is_first = np.bitwise_count(mask) % 2 == 0
         words = (position, opponent, winning_cells(position, mask), winning_cells(opponent, mask),
-                 np.where(mover_is_first, _ODD_ROWS, _EVEN_ROWS))
+                 np.where(mover_is_first(mask), _ODD_ROWS, _EVEN_ROWS))
         planes = np.stack([bit_planes(w, _CELL_BITS) for w in words], axis=1)
         return planes.reshape(len(states), self.num_planes, HEIGHT, WIDTH)
 
     def render(self, state: np.ndarray) -> str:
         planes = self.encode(state.reshape(1, -1))[0]
-        to_move_is_first = int(np.bitwise_count(state[1])) % 2 == 0
-        me, them = ("X", "O") if to_move_is_first else ("O", "X")
+        me, them = ("X", "O") if mover_is_first(state[1]) else ("O", "X")
         rows = []
         for r in range(HEIGHT):
             rows.append(" ".join(me if planes[0, r, c] else them if planes[1, r, c] else "." for c in range(WIDTH)))
