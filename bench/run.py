@@ -303,6 +303,20 @@ def table(rows: list[dict], keys: list[str]) -> str:
     return "\n".join([head, *body])
 
 
+def write_new_result(name: str, text: str) -> Path:
+    """RESULTS/name.json, or name-2.json and on where a bench that started the same second wrote it first: a
+    result is never overwritten."""
+    out, n = RESULTS / f"{name}.json", 1
+    while True:
+        try:
+            with out.open("x") as f:  # exclusive: the check and the claim are one step
+                f.write(text)
+            return out
+        except FileExistsError:
+            n += 1
+            out = RESULTS / f"{name}-{n}.json"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
@@ -428,8 +442,7 @@ def main() -> int:
                 if "perfect_play" in r:
                     print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
 
-    out = RESULTS / f"bench-{stamp}.json"
-    out.write_text(json.dumps(report, indent=2))
+    out = write_new_result(f"bench-{stamp}", json.dumps(report, indent=2))
     if report.get("training", {}).get("runs", [{}])[0].get("curve"):  # make plot's picture of the first run's curve
         print(f"drew {plot.plot(out)}", flush=True)
     if report["selfplay"]:

@@ -3,6 +3,8 @@
 Tests that build on one expensive session fixture run on one worker, in collection order, so it is made once:
 the Docker engine's tests share the CPU image (tests/docker/conftest.py) and the layer cache that the node twin's
 `gantry build` reuses; the XLA tests share their venv; the stand-in provider's tests share its mirror, init and plan.
+The bench tests share bench/results and runs/ of the checkout: each tells its result from the files that were there
+before, which another bench finishing beside it would spoil (it did: two of them read each other's JSON).
 Everything else is spread over the workers test by test.
 
 The groups are decided here, by path, in xdist's scheduler. (xdist's own `xdist_group` marker does not group under
@@ -28,6 +30,7 @@ GROUPS = (  # (start of the test's id, group)
     ("tests/launcher/test_node_twin.py", "engine"),
     ("tests/integration/test_xla.py", "xla"),
     ("tests/infra/test_standin_", "standin"),
+    ("tests/integration/test_bench.py", "bench"),
 )
 
 
