@@ -164,8 +164,7 @@ def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -
         rng = np.random.default_rng(0)
         states = game.initial_states(batch)  # a step costs the same whatever the positions hold
         policy = rng.dirichlet(np.ones(7), size=batch).astype(np.float32)
-        b = {"states": states, "policy": policy, "z": np.zeros(batch, np.float32), "q": np.zeros(batch, np.float32),
-             "ownership": game.owners(states)}
+        b = {"states": states, "policy": policy, "z": np.zeros(batch, np.float32), "q": np.zeros(batch, np.float32)}
         learner.step(b)
         steps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:

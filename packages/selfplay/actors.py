@@ -31,17 +31,13 @@ from .weights import SharedWeights
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-FIELDS = ("states", "policy", "z", "q", "ownership", "version")  # Samples' arrays, one row per position
-
-
 @dataclass
 class Samples:
-    """Positions of finished games; z, q and ownership are from the point of view of the player to move."""
+    """Positions of finished games; z and q are from the point of view of the player to move."""
     states: np.ndarray
     policy: np.ndarray
     z: np.ndarray
     q: np.ndarray
-    ownership: np.ndarray  # int8 [N, cells]: who holds each cell when the game ends (Game.owners), 1 = the mover
     version: np.ndarray
     games: int = 0
     plies: int = 0  # moves played in these games, recorded or not (playout-cap randomisation records some)
@@ -49,7 +45,7 @@ class Samples:
 
     @staticmethod
     def concat(parts: list[Samples]) -> Samples:
-        out = Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in FIELDS))
+        out = Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("states", "policy", "z", "q", "version")))
         out.games = sum(p.games for p in parts)
         out.plies = sum(p.plies for p in parts)
         for p in parts:
@@ -120,16 +116,13 @@ class SelfPlayWorker:
             return None
         parts = []
         outcomes = {"first": 0, "second": 0, "draw": 0}
-        final_owners = game.owners(step.states[done])  # seen by the player to move after the last move
-        for g, owners in zip(done, final_owners):
+        for g in done:
             T = int(self.ply[g])
             last_mover_result = -float(step.value[g])  # +1: the last mover won, 0: draw
             sign = np.where((T - 1 - np.arange(T)) % 2 == 0, 1.0, -1.0).astype(np.float32)
             keep = self.h_recorded[g, :T]
-            # a position's mover is the final position's mover when an even number of moves lie between them
-            ownership = owners[None, :] * -sign[:, None].astype(np.int8)
             parts.append((self.h_states[g, :T][keep], self.h_policy[g, :T][keep], (last_mover_result * sign)[keep],
-                          self.h_q[g, :T][keep], ownership[keep], self.h_version[g, :T][keep]))
+                          self.h_q[g, :T][keep], self.h_version[g, :T][keep]))
             key = "draw" if last_mover_result == 0 else ("first" if T % 2 == 1 else "second")
             outcomes[key] += 1
         out = Samples(*(np.concatenate(col) for col in zip(*parts)))

@@ -192,9 +192,6 @@ class LearnerConfig(Section):
     saved beside the raw weights (Checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
-    ownership_weight: float = number(1.0, 0, 1000, note="0 = off")
-    """Weight of the auxiliary ownership loss (KataGo): the net also predicts who holds each cell when the game
-    ends, a target per cell instead of one per game; the mean squared error over the cells, times this weight."""
     publish_every: int = number(20, 1, 1_000_000)
     """Steps between publishing weights to the actors."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"

@@ -88,33 +88,26 @@ class Learner:
         game = self.game
         planes = game.encode(batch["states"])
         policy = batch["policy"].copy()
-        ownership = batch["ownership"].reshape(len(planes), 1, *game.board_shape).astype(np.float32)
         flip = self.rng.random(len(planes)) < 0.5  # horizontal mirror: the game is symmetric
         if flip.any():
             planes[flip] = game.flip_planes(planes[flip])
             policy[flip] = game.flip_policy(policy[flip])
-            ownership[flip] = game.flip_planes(ownership[flip])
         self.last_planes = planes  # what value_units_firing looks at
         with self.device_lock if self.device.type == "xla" else nullcontext():
-            return self._step(planes, policy, ownership.reshape(len(planes), -1), batch)
+            return self._step(planes, policy, batch)
 
-    def _step(self, planes: np.ndarray, policy: np.ndarray, ownership: np.ndarray, batch: dict) -> dict[str, float]:
+    def _step(self, planes: np.ndarray, policy: np.ndarray, batch: dict) -> dict[str, float]:
         x = torch.from_numpy(planes).to(self.device, non_blocking=True)
         target_pi = torch.from_numpy(policy).to(self.device, non_blocking=True)
         target_v = torch.from_numpy(self.value_target(batch).astype(np.float32)).to(self.device, non_blocking=True)
-        target_own = torch.from_numpy(ownership).to(self.device, non_blocking=True)
 
         self.trainable.train()
         with self.precision.autocast():
-            logits, value, own = self.trainable(x, ownership=True)
+            logits, value = self.trainable(x)
         log_pi = F.log_softmax(logits.float(), dim=1)
         policy_loss = -(target_pi * log_pi).sum(dim=1).mean()
         value_loss = F.mse_loss(value.float(), target_v)
-        # a position recorded before the ownership target has none (all cells 0, which no final board is)
-        known = (target_own != 0).any(dim=1, keepdim=True).float()
-        squared = ((own.float() - target_own) ** 2) * known
-        ownership_loss = squared.sum() / (known.sum() * target_own.shape[1]).clamp_min(1)
-        loss = policy_loss + value_loss + self.cfg.learner.ownership_weight * ownership_loss
+        loss = policy_loss + value_loss
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
@@ -123,14 +116,14 @@ class Learner:
             self.ema.update_parameters(self.model)
         # entropy of the targets: the floor the policy loss can reach
         target_entropy = -(target_pi * torch.log(target_pi.clamp_min(1e-12))).sum(dim=1).mean()
-        losses = torch.stack([policy_loss, value_loss, ownership_loss, loss, target_entropy]).detach()
+        losses = torch.stack([policy_loss, value_loss, loss, target_entropy]).detach()
         if self.device.type == "xla":
             # XLA traces lazily: cut the graph here so the step, the optimizer and the average run as ONE compiled
             # program (the same every step, compiled once) instead of piling up until a value is read
             import torch_xla
             torch_xla.sync()
-        policy, value, ownership, total, entropy = losses.tolist()  # one transfer, not five
-        return {"losses/policy": policy, "losses/value": value, "losses/ownership": ownership, LOSS_KEY: total,
+        policy, value, total, entropy = losses.tolist()  # one transfer, not four
+        return {"losses/policy": policy, "losses/value": value, LOSS_KEY: total,
                 "losses/policy_target_entropy": entropy}
 
     def value_units_firing(self) -> float | None:
@@ -142,16 +135,6 @@ class Learner:
             x = torch.from_numpy(self.last_planes).to(self.device)
             with self.precision.autocast():
                 return value_units_firing(self.model, x)
-
-    def _with_added_parameters(self, saved: dict) -> dict:
-        """A saved optimizer state for the parameters the model has now: one saved before the ownership head (the
-        model's last parameters) lacks its parameters, whose Adam moments then start fresh, as the head does."""
-        (group,) = saved["param_groups"]
-        missing = len(self.optimizer.param_groups[0]["params"]) - len(group["params"])
-        if missing <= 0:
-            return saved
-        first = max(group["params"], default=-1) + 1
-        return {**saved, "param_groups": [{**group, "params": [*group["params"], *range(first, first + missing)]}]}
 
     def playing_model(self) -> torch.nn.Module:
         """The weights to grade and to pit against others: the moving average when kept (Checkpoint.playing_weights)."""
@@ -168,7 +151,7 @@ class Learner:
 
     def load_state_dict(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(self._with_added_parameters(payload["optimizer"]))
+        self.optimizer.load_state_dict(payload["optimizer"])
         stem = self.model.stem[0]
         moments = self.optimizer.state.get(stem.weight, {})  # Adam's, for a stem saved with fewer input planes
         for key in ("exp_avg", "exp_avg_sq"):

@@ -75,7 +75,7 @@ class MetricsWindow:
         if self.throttled + self.filling:
             m["learner/wait_reason"] = "samples/position target: self-play is behind" \
                 if self.throttled >= self.filling else "filling the buffer"
-        for key in ("losses/policy", "losses/value", "losses/ownership", LOSS_KEY, "losses/policy_target_entropy"):
+        for key in ("losses/policy", "losses/value", LOSS_KEY, "losses/policy_target_entropy"):
             m[key] = float(np.mean([x[key] for x in self.losses])) if self.losses else None
         self.steps, self.wait_s, self.throttled, self.filling = 0, 0.0, 0, 0
         self.losses.clear()

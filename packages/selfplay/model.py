@@ -48,9 +48,6 @@ class PolicyValueNet(nn.Module):
         self.cells, self.actions, self.channels, self.value_hidden = height * width, actions, channels, value_hidden
         self.policy_head = self._policy_head(policy_filters)
         self.value_head = self._value_head(value_filters)
-        # who holds each cell at the end of the game, in [-1, 1] (1: the mover): an auxiliary target the learner
-        # trains and play never asks for, so inference (forward without ownership) and ONNX leave it out
-        self.ownership_head = nn.Sequential(nn.Conv2d(channels, 1, 1), nn.Flatten(), nn.Tanh())
 
     def _policy_head(self, filters: int) -> nn.Sequential:
         return nn.Sequential(nn.Conv2d(self.channels, filters, 1, bias=False), nn.BatchNorm2d(filters), nn.ReLU(),
@@ -76,16 +73,11 @@ class PolicyValueNet(nn.Module):
         stem = state_dict.get(STEM_WEIGHT)
         if stem is not None:  # written before the threat planes: the same function, see widen_input_planes
             state_dict = {**state_dict, STEM_WEIGHT: widen_input_planes(stem, self.stem[0].in_channels)}
-        if not any(k.startswith("ownership_head.") for k in state_dict):  # written before it: a fresh head
-            fresh = self.ownership_head.state_dict()
-            state_dict = {**state_dict, **{f"ownership_head.{k}": v for k, v in fresh.items()}}
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def forward(self, x: torch.Tensor, ownership: bool = False):
-        """(policy logits, value), and the ownership of each cell [N, H * W] when asked (training only)."""
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.trunk(self.stem(x))
-        out = self.policy_head(h), self.value_head(h).squeeze(-1)
-        return (*out, self.ownership_head(h)) if ownership else out
+        return self.policy_head(h), self.value_head(h).squeeze(-1)
 
 
 def build_model(game, channels: int, blocks: int, policy_filters: int = 32,

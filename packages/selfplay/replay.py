@@ -21,7 +21,7 @@ import torch
 
 
 class ReplayBuffer:
-    def __init__(self, capacity: int, state_words: int, num_actions: int, cells: int, samples_per_position: float = 4.0,
+    def __init__(self, capacity: int, state_words: int, num_actions: int, samples_per_position: float = 4.0,
                  window_floor: int = 20_000, window_scale: float = 4.0, window_exponent: float = 0.75,
                  seed: int = 0):
         self.capacity = capacity
@@ -31,7 +31,6 @@ class ReplayBuffer:
         self.policy = np.zeros((capacity, num_actions), dtype=np.float32)
         self.z = np.zeros(capacity, dtype=np.float32)
         self.q = np.zeros(capacity, dtype=np.float32)
-        self.ownership = np.zeros((capacity, cells), dtype=np.int8)
         self.version = np.zeros(capacity, dtype=np.int64)
         self.size = 0
         self.cursor = 0  # the next slot written; the newest position is at cursor - 1
@@ -39,16 +38,14 @@ class ReplayBuffer:
         self.trained = 0  # samples ever handed to the learner
         self.rng = np.random.default_rng(seed)
 
-    def add(self, states, policy, z, q, ownership, version) -> None:
+    def add(self, states, policy, z, q, version) -> None:
         n = len(states)
         self.added += n
         if n > self.capacity:  # keep only the newest
-            states, policy, z, q, ownership, version = (a[-self.capacity:]
-                                                        for a in (states, policy, z, q, ownership, version))
+            states, policy, z, q, version = (a[-self.capacity:] for a in (states, policy, z, q, version))
             n = self.capacity
         idx = (self.cursor + np.arange(n)) % self.capacity
         self.states[idx], self.policy[idx], self.z[idx], self.q[idx] = states, policy, z, q
-        self.ownership[idx] = ownership
         self.version[idx] = version
         self.cursor = int((self.cursor + n) % self.capacity)
         self.size = min(self.capacity, self.size + n)
@@ -73,7 +70,7 @@ class ReplayBuffer:
         idx = (self.cursor - 1 - back) % self.capacity
         self.trained += batch_size
         return {"states": self.states[idx], "policy": self.policy[idx], "z": self.z[idx], "q": self.q[idx],
-                "ownership": self.ownership[idx], "version": self.version[idx]}
+                "version": self.version[idx]}
 
     def samples_per_added(self) -> float:
         """Samples trained per position added so far (the pacing target when the learner keeps up)."""
@@ -84,7 +81,7 @@ class ReplayBuffer:
         n = self.size
         order = (self.cursor - n + np.arange(n)) % self.capacity  # oldest first
         arrays = {"states": self.states[order].view(np.int64), "policy": self.policy[order], "z": self.z[order],
-                  "q": self.q[order], "ownership": self.ownership[order], "version": self.version[order]}
+                  "q": self.q[order], "version": self.version[order]}
         return {**{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()},
                 "added": self.added, "trained": self.trained}
 
@@ -94,11 +91,8 @@ class ReplayBuffer:
         self.size = self.cursor = 0
         if n:
             states = np.asarray(d["states"])[-n:].view(np.uint64)
-            # a buffer saved before the ownership target: every cell empty, which a position's final board never is
-            ownership = np.asarray(d["ownership"])[-n:] if "ownership" in d else \
-                np.zeros((n, self.ownership.shape[1]), dtype=np.int8)
             self.add(states, np.asarray(d["policy"])[-n:], np.asarray(d["z"])[-n:], np.asarray(d["q"])[-n:],
-                     ownership, np.asarray(d["version"])[-n:])
+                     np.asarray(d["version"])[-n:])
         self.added = int(d["added"])
         # A buffer saved before pacing (it has per-slot "uses" instead) starts on target: the learner
         # neither bursts through a backlog nor waits for one.

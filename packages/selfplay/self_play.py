@@ -47,7 +47,7 @@ class SelfPlay:
             counters["actor_restarts"] += 1
             self.runlog.say(f"warning: {event}")
         for s in self.pool.get(timeout=timeout):
-            replay.add(s.states, s.policy, s.z, s.q, s.ownership, s.version)
+            replay.add(s.states, s.policy, s.z, s.q, s.version)
             counters["games"] += s.games
             counters["positions"] += len(s.z)  # recorded for training
             counters["plies"] += s.plies  # played

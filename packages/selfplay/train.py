@@ -103,8 +103,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     torch.manual_seed(seed)
     learner = Learner(cfg, game, precision, info, seed)
     lc = cfg.learner
-    cells = game.board_shape[0] * game.board_shape[1]
-    replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, cells, lc.samples_per_position,
+    replay = ReplayBuffer(lc.replay_capacity, game.state_words, game.num_actions, lc.samples_per_position,
                           lc.window_floor, lc.window_scale, lc.window_exponent, seed)
     counters = {"games": 0, "positions": 0, "plies": 0, "draws": 0, "actor_restarts": 0}
     step, saved_step = _resume(cfg, info, runlog, run_dir, learner, replay, counters)

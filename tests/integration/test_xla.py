@@ -139,7 +139,7 @@ learner = Learner(cfg, game, pick_precision(device), DistInfo(), 0)
 rng = np.random.default_rng(0)
 states = game.initial_states(32)
 batch = {"states": states, "policy": np.full((32, 9), 1 / 9, np.float32), "z": rng.uniform(-1, 1, 32),
-         "q": rng.uniform(-1, 1, 32), "ownership": game.owners(states), "version": np.zeros(32)}
+         "q": rng.uniform(-1, 1, 32), "version": np.zeros(32)}
 
 def compiles():
     data = met.metric_data("CompileTime")

@@ -79,8 +79,7 @@ def _batch(game, n=32, seed=0):
         legal = game.legal_mask(states)
         states = game.play(states, np.where(legal, rng.random(legal.shape), -1).argmax(axis=1)).states
     return {"states": states, "policy": rng.dirichlet(np.ones(7), n).astype(np.float32),
-            "z": rng.choice([-1.0, 1.0], n).astype(np.float32), "q": np.zeros(n, np.float32),
-            "ownership": game.owners(states)}
+            "z": rng.choice([-1.0, 1.0], n).astype(np.float32), "q": np.zeros(n, np.float32)}
 
 
 def test_a_checkpoint_from_before_the_threat_planes_plays_the_same_and_trains_on():
@@ -158,48 +157,9 @@ def test_the_learner_reports_its_value_units_on_the_last_batch_and_leaves_batchn
     rng = np.random.default_rng(0)
     states = game.states_from_moves([list(rng.integers(0, 7, size=5)) for _ in range(32)])
     batch = {"states": states, "policy": np.full((32, 7), 1 / 7, dtype=np.float32),
-             "z": rng.choice([-1.0, 1.0], 32).astype(np.float32), "q": np.zeros(32, dtype=np.float32),
-             "ownership": game.owners(states)}
+             "z": rng.choice([-1.0, 1.0], 32).astype(np.float32), "q": np.zeros(32, dtype=np.float32)}
     learner.step(batch)
     before = {k: v.clone() for k, v in learner.model.state_dict().items() if "running" in k}
     assert 0 < learner.value_units_firing() <= 1
     after = {k: v for k, v in learner.model.state_dict().items() if "running" in k}
     assert all(torch.equal(before[k], after[k]) for k in before)  # measured as the net plays, statistics untouched
-
-
-def test_the_ownership_head_learns_who_holds_each_cell_and_a_position_without_that_target_is_left_out():
-    game = make_game("connect4")
-    cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.warmup_steps=0"])
-    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
-    batch = _batch(game, seed=3)
-    first = learner.step(batch)["losses/ownership"]
-    for _ in range(30):
-        last = learner.step(batch)["losses/ownership"]
-    assert 0 < last < 0.5 * first
-    unknown = learner.step({**batch, "ownership": np.zeros_like(batch["ownership"])})
-    assert unknown["losses/ownership"] == 0
-    play = learner.model.eval()(torch.from_numpy(game.encode(batch["states"])))
-    assert len(play) == 2  # play asks for the policy and the value alone
-
-
-def test_a_checkpoint_from_before_the_ownership_head_plays_the_same_and_trains_on():
-    game = make_game("connect4")
-    cfg = load(None, ["--model.channels=8", "--model.blocks=1"])
-    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
-    learner.step(_batch(game))
-    state = learner.state_dict()
-    head = [k for k in state["model"] if k.startswith("ownership_head.")]
-    assert head == list(state["model"])[-len(head):]  # its parameters come last
-    model, ema = ({k: v for k, v in state[name].items() if k not in head} for name in ("model", "ema"))
-    (group,) = state["optimizer"]["param_groups"]
-    kept = group["params"][:-len(head)]  # Adam's state as a run before the head saved it
-    optimizer = {"state": {i: s for i, s in state["optimizer"]["state"].items() if i in kept},
-                 "param_groups": [{**group, "params": kept}]}
-
-    resumed = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 1)
-    resumed.load_state_dict({"model": model, "optimizer": optimizer, "ema": ema})
-    x = torch.from_numpy(game.encode(_batch(game, seed=1)["states"]))
-    with torch.no_grad():
-        for a, b in zip(learner.model.eval()(x), resumed.model.eval()(x)):
-            assert torch.equal(a, b)  # the same policy and value
-    assert resumed.step(_batch(game, seed=2))["losses/ownership"] > 0  # and the fresh head trains

@@ -9,17 +9,12 @@ from selfplay.replay import ReplayBuffer
 def fill(buf, n, start=0):
     idx = np.arange(start, start + n)
     buf.add(np.stack([idx, idx], 1).astype(np.uint64), np.full((n, 7), 1 / 7, np.float32),
-            np.ones(n, np.float32), np.zeros(n, np.float32), owners(idx), idx)
-
-
-def owners(version):
-    """A position's ownership target, told apart by its version (every cell 1, 0 or -1)."""
-    return np.repeat((version % 3 - 1)[:, None], 42, axis=1).astype(np.int8)
+            np.ones(n, np.float32), np.zeros(n, np.float32), idx)
 
 
 def test_a_learner_that_outpaces_self_play_samples_the_whole_window_not_the_newest_slots():
     # self-play trickles in 10 positions at a time and the learner takes everything it is allowed
-    buf = ReplayBuffer(capacity=5000, state_words=2, num_actions=7, cells=42, samples_per_position=8,
+    buf = ReplayBuffer(capacity=5000, state_words=2, num_actions=7, samples_per_position=8,
                        window_floor=4000, window_scale=1.0, window_exponent=1.0, seed=0)
     fill(buf, 3000)
     seen = []
@@ -35,7 +30,7 @@ def test_a_learner_that_outpaces_self_play_samples_the_whole_window_not_the_newe
 
 
 def test_the_window_grows_sublinearly_with_positions_added_above_its_floor():
-    buf = ReplayBuffer(capacity=100_000, state_words=2, num_actions=7, cells=42, window_floor=500, window_scale=4.0,
+    buf = ReplayBuffer(capacity=100_000, state_words=2, num_actions=7, window_floor=500, window_scale=4.0,
                        window_exponent=0.75)
     fill(buf, 300)
     assert buf.window() == 300  # below the floor: everything held
@@ -48,8 +43,7 @@ def test_the_window_grows_sublinearly_with_positions_added_above_its_floor():
 
 
 def test_pacing_stops_sampling_at_the_samples_per_position_target_until_fresh_games_arrive():
-    buf = ReplayBuffer(capacity=1000, state_words=2, num_actions=7, cells=42, samples_per_position=2.0,
-                       window_floor=100)
+    buf = ReplayBuffer(capacity=1000, state_words=2, num_actions=7, samples_per_position=2.0, window_floor=100)
     fill(buf, 100)
     batches = 0
     while (batch := buf.sample(10)) is not None:
@@ -62,7 +56,7 @@ def test_pacing_stops_sampling_at_the_samples_per_position_target_until_fresh_ga
 
 
 def test_ring_overwrites_the_oldest_first():
-    buf = ReplayBuffer(capacity=50, state_words=2, num_actions=7, cells=42)
+    buf = ReplayBuffer(capacity=50, state_words=2, num_actions=7)
     fill(buf, 40)
     fill(buf, 30, start=40)
     assert buf.size == 50 and buf.added == 70
@@ -70,17 +64,16 @@ def test_ring_overwrites_the_oldest_first():
 
 
 def test_state_dict_round_trip_keeps_contents_order_and_pacing_counters():
-    buf = ReplayBuffer(capacity=64, state_words=2, num_actions=7, cells=42, samples_per_position=1.0, window_floor=32,
+    buf = ReplayBuffer(capacity=64, state_words=2, num_actions=7, samples_per_position=1.0, window_floor=32,
                        window_scale=1.0, window_exponent=0.5, seed=1)
     fill(buf, 80)
     buf.sample(16)
-    again = ReplayBuffer(capacity=64, state_words=2, num_actions=7, cells=42, samples_per_position=1.0, window_floor=32,
+    again = ReplayBuffer(capacity=64, state_words=2, num_actions=7, samples_per_position=1.0, window_floor=32,
                          window_scale=1.0, window_exponent=0.5)
     again.load_state_dict(buf.state_dict())
     assert (again.size, again.added, again.trained) == (64, 80, 16)
     assert again.window() == buf.window() and again.allowance() == buf.allowance() == 64
     assert newest_first(again) == newest_first(buf) == list(range(79, 15, -1))
-    assert (again.ownership == owners(again.version)).all()
 
 
 def newest_first(b):
@@ -91,10 +84,9 @@ def test_a_buffer_saved_with_per_slot_use_counts_resumes_on_the_pacing_target():
     old = {"states": torch.zeros(30, 2, dtype=torch.int64), "policy": torch.full((30, 7), 1 / 7),
            "z": torch.ones(30), "q": torch.zeros(30), "version": torch.arange(30),
            "uses": torch.full((30,), 4, dtype=torch.int32), "added": 30}
-    buf = ReplayBuffer(capacity=100, state_words=2, num_actions=7, cells=42, samples_per_position=4.0, window_floor=10)
+    buf = ReplayBuffer(capacity=100, state_words=2, num_actions=7, samples_per_position=4.0, window_floor=10)
     buf.load_state_dict(old)
     assert buf.size == 30 and buf.added == 30 and buf.trained == 120
-    assert not buf.ownership.any()  # saved before the ownership target: none, which the learner leaves out
     assert buf.sample(10) is None  # on target: it waits for fresh positions
     fill(buf, 5, start=30)
     assert buf.sample(10) is not None

@@ -56,15 +56,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_each_position_records_who_holds_every_cell_when_its_game_ends_from_its_movers_side():
-    game = make_game("tictactoe")
-    _, finished = play(["--search.full_search_fraction=0.5"])
-    for s in finished:
-        now = game.owners(s.states)
-        assert s.ownership.shape == now.shape and s.ownership.dtype == np.int8
-        # stones stay where they are put: the end of the game keeps each stone, seen from the same side
-        assert (s.ownership[now != 0] == now[now != 0]).all()
-        assert (np.abs(s.ownership).sum(axis=1) >= np.abs(now).sum(axis=1)).all()
-        assert (np.abs(s.ownership).sum(axis=1) >= 5).all()  # a finished game of tic-tac-toe holds five stones at least

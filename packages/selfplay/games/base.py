@@ -52,12 +52,6 @@ class Game:
 
     # -- helpers shared by all games ------------------------------------------------
 
-    def owners(self, states: np.ndarray) -> np.ndarray:
-        """int8 [N, H * W], the cells in the planes' order: 1 where the player to move has a stone, -1 where the
-        opponent has one, 0 where none is (every game's first two planes are the mover's and the opponent's)."""
-        planes = self.encode(states)
-        return (planes[:, 0] - planes[:, 1]).reshape(len(states), -1).astype(np.int8)
-
     def flip_planes(self, planes: np.ndarray) -> np.ndarray:
         """Mirror encoded planes left-right (matches ``flip_action``)."""
         return np.ascontiguousarray(planes[..., ::-1])
