@@ -66,11 +66,13 @@ def test_connect4_flip_matches_mirrored_moves():
     assert game.flip_policy(policy)[0].tolist() == list(range(6, -1, -1))
 
 
-def _random_positions(game: ConnectFour, count: int = 200) -> np.ndarray:
-    """Positions of every length up to 34 stones, reached by random moves that end no game."""
+def test_connect4_threat_planes_are_the_cells_that_would_make_four():
+    """Planes 2 and 3 against brute force: an empty cell is a threat of a side when a stone of its there (gravity
+    aside) makes four; on random positions of every length, for the side to move and its opponent."""
+    game = ConnectFour()
     rng = np.random.default_rng(0)
     games = []
-    for _ in range(count):
+    for _ in range(200):
         moves, state = [], game.initial_states(1)
         for _ in range(rng.integers(0, 35)):
             move = int(rng.choice(np.flatnonzero(game.legal_mask(state)[0])))
@@ -79,14 +81,7 @@ def _random_positions(game: ConnectFour, count: int = 200) -> np.ndarray:
                 break
             state, moves = step.states, moves + [move]
         games.append(moves)
-    return game.states_from_moves(games)
-
-
-def test_connect4_threat_planes_are_the_cells_that_would_make_four():
-    """Planes 2 and 3 against brute force: an empty cell is a threat of a side when a stone of its there (gravity
-    aside) makes four; on random positions of every length, for the side to move and its opponent."""
-    game = ConnectFour()
-    states = _random_positions(game)
+    states = game.states_from_moves(games)
     planes = game.encode(states).reshape(len(states), game.num_planes, -1)
     for plane, stones in ((2, states[:, 0]), (3, states[:, 0] ^ states[:, 1])):
         for cell, bit in enumerate(_CELL_BITS):
@@ -135,14 +130,3 @@ def test_connect4_mover_rows_plane_marks_odd_rows_for_the_first_player_and_even_
     first, second = game.encode(game.states_from_moves([[3, 3], [3]]))[:, 4]  # rows top first: index 5 = row 1
     assert first[:, 0].tolist() == [0, 1, 0, 1, 0, 1] and (first == first[:, :1]).all()
     assert (second == 1 - first).all()
-
-
-def test_connect4_lowest_threat_planes_keep_each_sides_threats_with_no_threat_below_them():
-    """Planes 5 and 6: a side's threat counts when no threat of either side lies below it in its column."""
-    game = ConnectFour()
-    planes = game.encode(_random_positions(game))  # [N, planes, rows top first, columns]
-    threats = planes[:, 2] + planes[:, 3] > 0
-    below = np.flip(np.cumsum(np.flip(threats, axis=1), axis=1), axis=1) - threats  # threats under each cell
-    for lowest, mine in ((5, 2), (6, 3)):
-        assert (planes[:, lowest] == (planes[:, mine] * (below == 0))).all()
-    assert planes[:, 5:].sum() < planes[:, 2:4].sum()  # some threats are covered

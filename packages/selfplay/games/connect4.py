@@ -56,21 +56,13 @@ def winning_cells(stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return found & (_BOARD ^ mask)
 
 
-def lowest_in_column(cells: np.ndarray) -> np.ndarray:
-    """uint64 [N]: each column's lowest cell of ``cells`` (the others are what it covers)."""
-    covered = (cells << _U(1)) & _BOARD  # a spare bit on top of each column: the shift never carries over
-    for _ in range(HEIGHT - 2):
-        covered |= (covered << _U(1)) & _BOARD
-    return cells & ~covered
-
-
 class ConnectFour(Game):
     name = "connect4"
     num_actions = WIDTH
     board_shape = (HEIGHT, WIDTH)
     # own stones, the opponent's, the cells where each would make four (its threats), the rows where the mover's
-    # threats win by zugzwang, and each side's threats that are the lowest of either side's in their column
-    num_planes = 7
+    # threats win by zugzwang
+    num_planes = 5
     state_words = 2
     max_moves = WIDTH * HEIGHT
     flip_action = np.arange(WIDTH - 1, -1, -1)
@@ -96,15 +88,11 @@ class ConnectFour(Game):
         """Stones, threats and the mover's rows: KataGo gives its net liberties and ladders, the facts its game
         turns on; Connect Four's are the threats, the empty cells that would complete a four, and whose rows
         they are on: the first player's threats win on odd rows, the second player's on even ones (Allis, 1988).
-        Which player the mover is hangs on the parity of all stones, which no stack of 3x3 convolutions counts.
-        When the board fills up, a column's lowest threat is the one that is reached: the threats above it, of either
-        side, come too late (Allis, 1988), and finding it takes a whole column, more than a few 3x3 convolutions see."""
+        Which player the mover is hangs on the parity of all stones, which no stack of 3x3 convolutions counts."""
         position, mask = states[:, 0], states[:, 1]
         opponent = position ^ mask
-        mine, theirs = winning_cells(position, mask), winning_cells(opponent, mask)
-        lowest = lowest_in_column(mine | theirs)
-        words = (position, opponent, mine, theirs, np.where(mover_is_first(mask), _ODD_ROWS, _EVEN_ROWS),
-                 mine & lowest, theirs & lowest)
+        words = (position, opponent, winning_cells(position, mask), winning_cells(opponent, mask),
+                 np.where(mover_is_first(mask), _ODD_ROWS, _EVEN_ROWS))
         planes = np.stack([bit_planes(w, _CELL_BITS) for w in words], axis=1)
         return planes.reshape(len(states), self.num_planes, HEIGHT, WIDTH)
 
