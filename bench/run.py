@@ -303,18 +303,31 @@ def table(rows: list[dict], keys: list[str]) -> str:
     return "\n".join([head, *body])
 
 
-def write_new_result(name: str, text: str) -> Path:
-    """RESULTS/name.json, or name-2.json and on where a bench that started the same second wrote it first: a
-    result is never overwritten."""
-    out, n = RESULTS / f"{name}.json", 1
+def claim_new(path: Path, claim) -> Path:
+    """path, or path-2 and on where a bench that started the same second claimed it first: ``claim(p)`` takes p
+    in one step or raises FileExistsError, so nothing is overwritten, and no run resumes another bench's run."""
+    candidate, n = path, 1
     while True:
         try:
-            with out.open("x") as f:  # exclusive: the check and the claim are one step
-                f.write(text)
-            return out
+            claim(candidate)
+            return candidate
         except FileExistsError:
             n += 1
-            out = RESULTS / f"{name}-{n}.json"
+            candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+
+
+def write_new_result(name: str, text: str) -> Path:
+    """RESULTS/name.json, or name-2.json and on: a result is never overwritten."""
+    def write(p: Path) -> None:
+        with p.open("x") as f:  # exclusive: the check and the claim are one step
+            f.write(text)
+    return claim_new(RESULTS / f"{name}.json", write)
+
+
+def new_run_dir(name: str) -> Path:
+    """runs/name, created empty now: the trainer resumes a run directory that holds a checkpoint, so two benches
+    started the same second with the same seed would otherwise train one run between them."""
+    return claim_new(Path("runs") / name, lambda p: p.mkdir(parents=True))
 
 
 def main() -> int:
@@ -404,7 +417,7 @@ def main() -> int:
         if args.avx2_only else ({}, [])
     if args.train_minutes and not run_dirs:
         for seed in (int(x) for x in args.seeds.split(",")):
-            run_dirs.append(Path("runs") / f"bench-{stamp}-seed{seed}")
+            run_dirs.append(new_run_dir(f"bench-{stamp}-seed{seed}"))
             subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
                             f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}", f"--run.max_minutes={args.train_minutes}",
                             "--run.checkpoint_every_minutes=5", "--run.keep_checkpoints=100",  # the ladder's rungs
