@@ -132,8 +132,67 @@ def can_be_wrong(labels: np.ndarray) -> np.ndarray:
     return np.sign(worst) < np.sign(labels.max(axis=1))
 
 
-def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1.5) -> dict:
-    """Weak and strong error of the raw policy and of MCTS per set, plus totals and timing."""
+def where_mcts_errs(evaluator, game: ConnectFour, states: np.ndarray, labels: np.ndarray, mcts_move: np.ndarray,
+                    policy_move: np.ndarray) -> dict:
+    """Where MCTS's weak errors on one set are (`selfplay eval --breakdown`), each as [errors, positions]: by the
+    position's result; by how many moves keep it (positions where some move changes it); for won positions, by
+    the solver's score (1 = the win comes on the winner's last stone, when the board fills); and whose judgement
+    they are: the raw policy's, and the value head's where it rates the position after the erring move above the
+    position after every move that keeps the result."""
+    rows = np.arange(len(labels))
+    legal = labels != ILLEGAL
+    best = labels.max(axis=1)
+    result = np.sign(best)                                   # for the mover: 1 won, 0 drawn, -1 lost
+    keeps = legal & (np.sign(labels) == result[:, None])
+    erred = np.sign(labels[rows, mcts_move]) < result
+    child_value = np.full(labels.shape, -np.inf, dtype=np.float32)  # each move's position, valued for the mover
+    for column in range(labels.shape[1]):
+        playable = np.flatnonzero(legal[:, column])
+        if len(playable):
+            after = game.play(states[playable], np.full(len(playable), column))
+            _, value = evaluator(game.encode(after.states))  # for the player to move next: the opponent
+            child_value[playable, column] = np.where(after.terminal, -after.value, -value)
+    value_prefers = child_value[rows, mcts_move] > np.where(keeps, child_value, -np.inf).max(axis=1)
+
+    def count(where: np.ndarray) -> list[int]:
+        return [int((erred & where).sum()), int(where.sum())]
+
+    kept_by, decidable, score = keeps.sum(axis=1), can_be_wrong(labels), np.where(result > 0, best, 0)
+    return {"errors": int(erred.sum()), "positions": len(labels),
+            "by_result": {"won": count(result > 0), "drawn": count(result == 0)},
+            "by_keeping_moves": {"1": count(decidable & (kept_by == 1)), "2": count(decidable & (kept_by == 2)),
+                                 "3+": count(decidable & (kept_by >= 3))},
+            "won_by_score": {"1": count(score == 1), "2": count(score == 2), "3": count(score == 3),
+                             "4+": count(score >= 4)},
+            "raw_policy_errs_too": int((erred & (np.sign(labels[rows, policy_move]) < result)).sum()),
+            "value_prefers_the_error": int((erred & value_prefers).sum())}
+
+
+def format_breakdown(results: dict) -> str:
+    """The --breakdown blocks: one per set, errors of positions of each kind."""
+    def part(label: str, errors: int, positions: int) -> str:
+        return f"{label} {errors} of {positions}" + (f" ({100 * errors / positions:.1f}%)" if positions else "")
+
+    meta, lines = results.get("_meta", {}), []
+    for name, r in results.items():
+        if name.startswith("_") or "breakdown" not in r:
+            continue
+        b = r["breakdown"]
+        lines += [f"{name}: MCTS-{meta.get('simulations')} errs on {b['errors']} of {b['positions']}",
+                  "  by result         " + ", ".join(part(k, *v) for k, v in b["by_result"].items()),
+                  "  by keeping moves  " + ", ".join(part(f"{k} {'move' if k == '1' else 'moves'}:", *v)
+                                                     for k, v in b["by_keeping_moves"].items()),
+                  "  wins by score     " + ", ".join(part(f"{k}:", *v) for k, v in b["won_by_score"].items())
+                  + "  (1: the win comes as the board fills)",
+                  (f"  whose judgement   the raw policy errs on {b['raw_policy_errs_too']} of the {b['errors']}; the "
+                   f"value head rates the erring move's position above every keeping move's on "
+                   f"{b['value_prefers_the_error']}")]
+    return "\n".join(lines)
+
+
+def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1.5, breakdown: bool = False) -> dict:
+    """Weak and strong error of the raw policy and of MCTS per set, plus totals and timing; with ``breakdown``,
+    also where MCTS errs (where_mcts_errs)."""
     game = ConnectFour()
     mcts = BatchedMCTS(game, evaluator, c_puct=c_puct)
     started = time.perf_counter()
@@ -150,6 +209,8 @@ def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1
         results[s.name] = {"policy_weak": pw, "policy_strong": ps, "mcts_weak": mw, "mcts_strong": ms,
                            "mcts_weak_decidable": mwd, "positions": len(s.moves),
                            "decidable_positions": int(decidable.sum())}
+        if breakdown:
+            results[s.name]["breakdown"] = where_mcts_errs(evaluator, game, states, s.labels, mcts_move, policy_move)
     results["_meta"] = {"simulations": simulations, "seconds": time.perf_counter() - started}
     return results
 

@@ -170,9 +170,11 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     assert re.search(r"\| eval weak err of step \d+ \(minute \d+\): mid-med", result.stdout)
     assert re.search(r"^step \d+ \| 0:00:\d\d elapsed, 0:00:\d\d left \| games", result.stdout, flags=re.M)
     graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
-                      "--json", str(tmp_path / "eval.json"))
+                      "--json", str(tmp_path / "eval.json"), "--breakdown")
     assert graded.returncode == 0, graded.stderr
     assert "Begin-Hard" in graded.stdout
+    assert re.search(r"^Begin-Hard: MCTS-4 errs on \d+ of 10$", graded.stdout, flags=re.M), graded.stdout
+    assert graded.stdout.count("  whose judgement   the raw policy errs on") == 6
     data = json.loads((tmp_path / "eval.json").read_text())
     assert 0 <= data["End-Easy"]["mcts_weak"] <= 1 and data["End-Easy"]["positions"] == 10
 

@@ -78,3 +78,54 @@ def test_positions_where_no_move_can_be_wrong_are_left_out_of_the_decidable_erro
                        [2, -1, 0, il, 1, -3, 0],        # a win that can be thrown away
                        [0, -2, 0, 0, 0, 0, 0]], dtype=np.int16)  # a draw that can be lost
     assert evaluate.can_be_wrong(labels).tolist() == [False, False, True, True]
+
+
+def judged_by_value(sets, sign):
+    """The worst policy (the solver's scores negated) with a value head that judges each move's position as the
+    solver does (sign=+1) or the other way round (sign=-1): the value of the position after a move, for the
+    player who then moves, is -sign(score of the move) times ``sign``."""
+    game, values = ConnectFour(), {}
+    for s in sets:
+        states = game.states_from_moves(s.moves)
+        for column in range(7):
+            playable = np.flatnonzero(s.labels[:, column] != evaluate.ILLEGAL)
+            after = game.play(states[playable], np.full(len(playable), column)).states
+            for planes, score in zip(game.encode(after), s.labels[playable, column]):
+                values[planes.tobytes()] = -sign * float(np.sign(score))
+    policy = oracle(sets, -1)
+
+    def evaluate_fn(planes):
+        logits, _ = policy(planes)
+        return logits, np.array([values.get(p.tobytes(), 0.0) for p in planes], np.float32)
+    return evaluate_fn
+
+
+def test_the_breakdown_sorts_each_mcts_error_once_and_says_whose_judgement_it_was(sets):
+    game = ConnectFour()
+    right = evaluate.evaluate(judged_by_value(sets, +1), sets, simulations=1, breakdown=True)
+    wrong = evaluate.evaluate(judged_by_value(sets, -1), sets, simulations=1, breakdown=True)
+    total = 0
+    for s in sets:
+        b, graded = wrong[s.name]["breakdown"], wrong[s.name]
+        assert b["errors"] == round(graded["mcts_weak"] * graded["positions"]) and b["positions"] == len(s.moves)
+        assert sum(e for e, _ in b["by_result"].values()) == b["errors"]   # a lost position cannot be played wrong
+        assert sum(e for e, _ in b["by_keeping_moves"].values()) == b["errors"]
+        assert sum(e for e, _ in b["won_by_score"].values()) == b["by_result"]["won"][0]
+        assert sum(n for _, n in b["by_result"].values()) <= b["positions"]
+        assert b["raw_policy_errs_too"] <= b["errors"]
+        # a value head that judges as the solver never prefers an erring move; one that judges the other way
+        # prefers every one, except where a keeping move wins at once (nothing is valued above a win)
+        assert right[s.name]["breakdown"]["value_prefers_the_error"] == 0
+        states, best = game.states_from_moves(s.moves), s.labels.max(axis=1)
+        wins_at_once = np.zeros(len(states), bool)
+        for column in range(7):
+            keeping = np.flatnonzero((s.labels[:, column] != evaluate.ILLEGAL) & (best > 0) & (s.labels[:, column] > 0))
+            step = game.play(states[keeping], np.full(len(keeping), column))
+            wins_at_once[keeping[step.terminal]] = True
+        chosen_erred = b["errors"]
+        assert b["value_prefers_the_error"] <= chosen_erred
+        assert b["value_prefers_the_error"] >= chosen_erred - int(wins_at_once.sum())
+        total += chosen_erred
+    assert total > 0   # the worst policy errs somewhere, or the test proves nothing
+    text = evaluate.format_breakdown(wrong)
+    assert text.count("by keeping moves") == len(sets) and "Begin-Hard: MCTS-1 errs on" in text

@@ -23,6 +23,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
     parser.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
     parser.add_argument("--json", default="", help="also write the results here")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also say where MCTS errs: by result, by how many moves keep it, by how late a win "
+                             "comes, and whether the raw policy or the value head chose the erring move")
 
 
 def run(args, _overrides) -> int:
@@ -44,10 +47,12 @@ def run(args, _overrides) -> int:
     sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
     result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,
-                               cfg.search.c_puct)
+                               cfg.search.c_puct, args.breakdown)
     result["_meta"].update(checkpoint=str(path), step=saved.step)
     print(f"{path} (step {saved.step})")
     print(evaluate.format_table(result))
+    if args.breakdown:
+        print(evaluate.format_breakdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True))
     return ExitStatus.OK
