@@ -78,16 +78,6 @@ class SelfPlayWorker:
         length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
         return np.where(self.rng.random(n) < s.random_opening_fraction, length, 0)
 
-    def full_simulations(self, version: int) -> int:
-        """A full search's simulations for weights of this version (learner step): search.simulations, or on the
-        way there from search.fast_simulations while search.simulations_ramp_steps lasts."""
-        s = self.cfg.search
-        if not s.simulations_ramp_steps:
-            return s.simulations
-        start = min(s.fast_simulations, s.simulations)
-        reached = min(1.0, max(version, 0) / s.simulations_ramp_steps)
-        return round(start + (s.simulations - start) * reached)
-
     def step(self, version: int) -> Samples | None:
         """Advance every game by one move; return the recorded positions of games that just ended.
 
@@ -99,8 +89,7 @@ class SelfPlayWorker:
         game, B, s = self.game, len(self.states), self.cfg.search
         opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
         full = (self.rng.random(B) < s.full_search_fraction) & ~opening
-        fast = min(s.fast_simulations, s.simulations)
-        budgets = np.where(full, self.full_simulations(version), np.where(opening, 1, fast))
+        budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()

@@ -133,10 +133,6 @@ class SearchConfig(Section):
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = number(16, 1, 100_000)
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
-    simulations_ramp_steps: int = number(0, 0, 10_000_000, note="0 = off")
-    """Progressive simulations: a full search starts at fast_simulations and reaches `simulations` after this many
-    learner steps (linearly in the version of the weights that play), so the near-random early nets spend their
-    search on more games. 0 = every full search gets `simulations` from the start."""
     random_opening_fraction: float = number(0.0, 0, 1, note="0 = off")
     """Share of self-play games that open with 1..random_opening_moves uniformly random moves, played but not
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""

@@ -56,16 +56,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_progressive_simulations_grow_from_the_fast_budget_to_the_full_one_with_the_learner_steps():
-    game = make_game("tictactoe")
-    cfg = load(None, ["--game.name=tictactoe", "--actors.games=64", "--search.simulations=16",
-                      "--search.fast_simulations=4", "--search.simulations_ramp_steps=100"])
-    worker = SelfPlayWorker(game, uniform_evaluator(game), cfg, np.random.default_rng(0))
-    assert [worker.full_simulations(v) for v in (-1, 0, 50, 100, 5000)] == [4, 4, 10, 16, 16]
-    for _ in range(5):                                   # weights of step 50: every move searched 10 times
-        worker.step(version=50)
-    assert worker.simulations == worker.moves * 10
-    off, _ = play([], moves=1)
-    assert off.full_simulations(0) == 16                 # 0 steps = off: the full budget from the first move
