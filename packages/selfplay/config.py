@@ -192,9 +192,6 @@ class LearnerConfig(Section):
     saved beside the raw weights (Checkpoint.playing_weights); 0 = none, the raw weights play."""
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
-    value_loss_weight: float = number(1.0, 0, 1000)
-    """The value loss's weight in the loss, against the policy loss's 1: the value head misjudges the early
-    positions whose win comes late (selfplay eval --breakdown), and its mean squared error is the smaller gradient."""
     publish_every: int = number(20, 1, 1_000_000)
     """Steps between publishing weights to the actors."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"

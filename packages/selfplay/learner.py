@@ -107,7 +107,7 @@ class Learner:
         log_pi = F.log_softmax(logits.float(), dim=1)
         policy_loss = -(target_pi * log_pi).sum(dim=1).mean()
         value_loss = F.mse_loss(value.float(), target_v)
-        loss = policy_loss + self.cfg.learner.value_loss_weight * value_loss
+        loss = policy_loss + value_loss
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
