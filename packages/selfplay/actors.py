@@ -54,20 +54,6 @@ class Samples:
         return out
 
 
-def sample_by_visits(policy: np.ndarray, q: np.ndarray, best: np.ndarray, value_cutoff: float,
-                     rng: np.random.Generator) -> np.ndarray:
-    """A move per row drawn in proportion to its visits (``policy``), among the moves whose search value ``q`` is
-    within ``value_cutoff`` of the ``best`` (most visited) move's; 0 = every visited move (Leela Chess Zero's
-    temp-value-cutoff). Why: a sampled blunder decides the game, and the result becomes the value target of every
-    earlier position of it, where the cutoff keeps the variety of the moves that do not throw the game away."""
-    if value_cutoff > 0:
-        rows = np.arange(len(policy))
-        policy = np.where(q >= q[rows, best][:, None] - value_cutoff, policy, 0)
-    cum = policy.cumsum(axis=1)
-    u = rng.random(len(policy))[:, None] * cum[:, -1:]
-    return np.minimum((cum < u).sum(axis=1), policy.shape[1] - 1)
-
-
 class SelfPlayWorker:
     def __init__(self, game: Game, evaluator, cfg: Config, rng: np.random.Generator):
         self.game, self.cfg, self.rng = game, cfg, rng
@@ -109,8 +95,9 @@ class SelfPlayWorker:
         actions = result.best_moves()
         explore = np.flatnonzero((self.ply < s.temperature_moves) & ~opening)
         if len(explore):  # temperature 1: sample in proportion to visits
-            actions[explore] = sample_by_visits(policy[explore], result.q[explore], actions[explore],
-                                                s.temperature_value_cutoff, self.rng)
+            cum = policy[explore].cumsum(axis=1)
+            u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
+            actions[explore] = np.minimum((cum < u).sum(axis=1), game.num_actions - 1)
         if opening.any():
             actions[opening] = random_moves(game, self.states[opening], self.rng)
         rows = np.arange(B)

@@ -128,9 +128,6 @@ class SearchConfig(Section):
     """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
     temperature_moves: int = number(12, 0, 1000)
     """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
-    temperature_value_cutoff: float = number(0.0, 0, 2, note="0 = off")
-    """Those moves are drawn only among the ones whose search value is within this of the most visited move's
-    (values in [-1, 1]; Leela Chess Zero's temp-value-cutoff): variety without the blunders that decide a game."""
     full_search_fraction: float = number(1.0, 0, 1, low_open=True, note="1 = every move in full")
     """Playout-cap randomisation (KataGo): this share of self-play moves get `simulations` with root noise and
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""

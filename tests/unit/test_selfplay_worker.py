@@ -1,7 +1,7 @@
 """The self-play worker: what a finished game hands the learner, with and without playout-cap randomisation."""
 
 import numpy as np
-from selfplay.actors import SelfPlayWorker, sample_by_visits
+from selfplay.actors import SelfPlayWorker
 from selfplay.config_io import load
 from selfplay.games import make_game
 from selfplay.mcts import uniform_evaluator
@@ -56,22 +56,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_the_temperature_value_cutoff_draws_only_moves_near_the_best_ones_value():
-    # three moves: the most visited (value 0.2), a well-visited blunder (-0.9) and a rarer good one (0.1)
-    policy = np.tile(np.array([[0.5, 0.3, 0.2]], dtype=np.float32), (4000, 1))
-    q = np.tile(np.array([[0.2, -0.9, 0.1]], dtype=np.float32), (4000, 1))
-    best = np.zeros(4000, dtype=np.int64)
-    drawn = sample_by_visits(policy, q, best, 0.0, np.random.default_rng(0))
-    assert 0.25 < (drawn == 1).mean() < 0.35                      # off: the blunder as often as its visits
-    drawn = sample_by_visits(policy, q, best, 0.5, np.random.default_rng(0))
-    assert not (drawn == 1).any()                                 # on: never the blunder
-    assert 0.25 < (drawn == 2).mean() < 0.32                      # the others keep their visits' shares (2 of 7)
-    q[:, 2] = -np.inf                                             # an unvisited move is never drawn
-    assert set(sample_by_visits(policy, q, best, 2.0, np.random.default_rng(0))) <= {0, 1}
-
-
-def test_a_worker_with_the_cutoff_plays_and_records_as_before():
-    _, finished = play(["--search.temperature_moves=9", "--search.temperature_value_cutoff=0.5"])
-    assert sum(len(s.z) for s in finished) == sum(s.plies for s in finished) > 0
