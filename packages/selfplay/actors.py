@@ -13,6 +13,7 @@ import queue as queue_lib
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -54,6 +55,23 @@ class Samples:
         return out
 
 
+# how a self-play move was chosen (Moves.kinds): a uniformly random opening move, a move sampled in proportion to
+# the visits (search.temperature_moves) or the most visited one, after a full or a fast search
+OPENING, SAMPLED_FULL, SAMPLED_FAST, GREEDY_FULL, GREEDY_FAST = range(5)
+MOVE_KINDS = ("random opening", "sampled, full search", "sampled, fast search", "most visited, full search",
+              "most visited, fast search")
+
+
+class Moves(NamedTuple):
+    """One lock-step move of every game (SelfPlayWorker.choose_moves)."""
+    actions: np.ndarray     # int [B]: the move each game plays
+    kinds: np.ndarray       # int [B]: how it was chosen, an index into MOVE_KINDS
+    policy: np.ndarray      # float32 [B, A]: the search's visit shares (the policy target)
+    root_value: np.ndarray  # float32 [B]: the search's value for the player to move (the q target)
+    recorded: np.ndarray    # bool [B]: searched in full, so a training position
+    simulations: int        # simulations the searches spent
+
+
 class SelfPlayWorker:
     def __init__(self, game: Game, evaluator, cfg: Config, rng: np.random.Generator):
         self.game, self.cfg, self.rng = game, cfg, rng
@@ -78,8 +96,8 @@ class SelfPlayWorker:
         length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
         return np.where(self.rng.random(n) < s.random_opening_fraction, length, 0)
 
-    def step(self, version: int) -> Samples | None:
-        """Advance every game by one move; return the recorded positions of games that just ended.
+    def choose_moves(self) -> Moves:
+        """Search every game's position and choose its move.
 
         Playout-cap randomisation (KataGo): a full_search_fraction of moves get the full search, with root
         noise, and become training positions; the others get a fast search without noise and are only
@@ -93,24 +111,33 @@ class SelfPlayWorker:
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
-        explore = np.flatnonzero((self.ply < s.temperature_moves) & ~opening)
+        sampled = (self.ply < s.temperature_moves) & ~opening
+        explore = np.flatnonzero(sampled)
         if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)
             u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
             actions[explore] = np.minimum((cum < u).sum(axis=1), game.num_actions - 1)
         if opening.any():
             actions[opening] = random_moves(game, self.states[opening], self.rng)
+        kinds = np.where(opening, OPENING, np.where(sampled, np.where(full, SAMPLED_FULL, SAMPLED_FAST),
+                                                    np.where(full, GREEDY_FULL, GREEDY_FAST)))
+        return Moves(actions, kinds, policy, result.root_value, full, int(budgets.sum()))
+
+    def step(self, version: int) -> Samples | None:
+        """Advance every game by one move (choose_moves); return the recorded positions of games that just ended."""
+        game, B = self.game, len(self.states)
+        moves = self.choose_moves()
         rows = np.arange(B)
         self.h_states[rows, self.ply] = self.states
-        self.h_policy[rows, self.ply] = policy
-        self.h_q[rows, self.ply] = result.root_value
+        self.h_policy[rows, self.ply] = moves.policy
+        self.h_q[rows, self.ply] = moves.root_value
         self.h_version[rows, self.ply] = version
-        self.h_recorded[rows, self.ply] = full
+        self.h_recorded[rows, self.ply] = moves.recorded
         self.ply += 1
-        step = game.play(self.states, actions)
+        step = game.play(self.states, moves.actions)
         self.states = step.states
         self.moves += B
-        self.simulations += int(budgets.sum())
+        self.simulations += moves.simulations
         done = np.flatnonzero(step.terminal)
         if not len(done):
             return None

@@ -170,13 +170,22 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     assert re.search(r"\| eval weak err of step \d+ \(minute \d+\): mid-med", result.stdout)
     assert re.search(r"^step \d+ \| 0:00:\d\d elapsed, 0:00:\d\d left \| games", result.stdout, flags=re.M)
     graded = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4",
-                      "--json", str(tmp_path / "eval.json"), "--breakdown")
+                      "--json", str(tmp_path / "eval.json"), "--breakdown", "--selfplay-games", "4")
     assert graded.returncode == 0, graded.stderr
     assert "Begin-Hard" in graded.stdout
     assert re.search(r"^Begin-Hard: MCTS-4 errs on \d+ of 10$", graded.stdout, flags=re.M), graded.stdout
     assert graded.stdout.count("  whose judgement   the raw policy errs on") == 6
     data = json.loads((tmp_path / "eval.json").read_text())
     assert 0 <= data["End-Easy"]["mcts_weak"] <= 1 and data["End-Easy"]["positions"] == 10
+    # the self-play audit: four games under the run's settings, every move solved
+    assert re.search(r"^self-play audit: 4 games, \d+ positions solved in \d+ s; from the empty board", graded.stdout,
+                     flags=re.M), graded.stdout
+    audited = data["selfplay_audit"]
+    assert sum(audited["from_the_empty_board"].values()) + sum(audited["after_a_random_opening"].values()) == 4
+    assert all(0 <= audited["changed_by_kind"][kind] <= n for kind, n in audited["moves_by_kind"].items())
+    refused = selfplay("eval", "--checkpoint", str(run), "--selfplay-games", "-1")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "selfplay: error: --selfplay-games=-1: give a number of games, or 0 for none"], refused.stderr
 
 
 def test_a_bucket_run_dir_is_mirrored_and_resumed_from_the_bucket(tmp_path, gcs):

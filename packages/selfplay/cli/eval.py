@@ -26,9 +26,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--breakdown", action="store_true",
                         help="also say where MCTS errs: by result, by how many moves keep it, by how late a win "
                              "comes, and whether the raw policy or the value head chose the erring move")
+    parser.add_argument("--selfplay-games", type=int, default=0, metavar="N",
+                        help="also play N self-play games with these weights under the run's own self-play settings "
+                             "and say, with the solver, which moves changed their result (where the draws come from)")
 
 
 def run(args, _overrides) -> int:
+    if args.selfplay_games < 0:
+        raise ConfigError(f"--selfplay-games={args.selfplay_games}: give a number of games, or 0 for none")
     import torch  # torch and what runs on it: not for `--help` or the other verbs
 
     from selfplay import checkpoint
@@ -46,13 +51,23 @@ def run(args, _overrides) -> int:
     model.load_state_dict(saved.playing_weights())
     sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
-    result = evaluate.evaluate(NetworkEvaluator(model.eval(), inference_dtype(args.precision)), sets, sims,
-                               cfg.search.c_puct, args.breakdown)
+    network = NetworkEvaluator(model.eval(), inference_dtype(args.precision))
+    result = evaluate.evaluate(network, sets, sims, cfg.search.c_puct, args.breakdown)
     result["_meta"].update(checkpoint=str(path), step=saved.step)
     print(f"{path} (step {saved.step})")
     print(evaluate.format_table(result))
     if args.breakdown:
         print(evaluate.format_breakdown(result))
+    if args.selfplay_games:
+        import numpy as np
+
+        from selfplay import audit
+        from selfplay.actors import SelfPlayWorker
+
+        cfg.actors.games = args.selfplay_games  # one lock-step batch, each slot's first game
+        worker = SelfPlayWorker(make_game("connect4"), network, cfg, np.random.default_rng(cfg.run.seed))
+        result["selfplay_audit"] = audit.audit(audit.play_games(worker, args.selfplay_games))
+        print(audit.format_audit(result["selfplay_audit"]))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True))
     return ExitStatus.OK
