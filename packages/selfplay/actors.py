@@ -154,10 +154,14 @@ class SelfPlayWorker:
             outcomes[key] += 1
         out = Samples(*(np.concatenate(col) for col in zip(*parts)))
         out.games, out.plies, out.outcomes = len(done), int(self.ply[done].sum()), outcomes
-        self.states[done] = game.initial_states(len(done))
-        self.ply[done] = 0
-        self.opening[done] = self.random_openings(len(done))
+        self.restart(done)
         return out
+
+    def restart(self, games: np.ndarray) -> None:
+        """Start new games in these slots (their old ones ended)."""
+        self.states[games] = self.game.initial_states(len(games))
+        self.ply[games] = 0
+        self.opening[games] = self.random_openings(len(games))
 
 
 class PolledEvaluator(NetworkEvaluator):

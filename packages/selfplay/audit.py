@@ -56,11 +56,8 @@ def play_games(worker: SelfPlayWorker, count: int) -> list[PlayedGame]:
                 if step.terminal[g]:  # step.value: the result for the player to move next, the loser or a draw
                     last_mover_is_first = len(moves[g]) % 2 == 1
                     results[g] = int(-step.value[g]) if last_mover_is_first else int(step.value[g])
-        done = np.flatnonzero(step.terminal)  # a slot whose game ended starts another (lock-step), not counted
         worker.states = step.states
-        worker.states[done] = rules.initial_states(len(done))
-        worker.ply[done] = 0
-        worker.opening[done] = worker.random_openings(len(done))
+        worker.restart(np.flatnonzero(step.terminal))  # an ended slot starts another game (lock-step), not counted
     return [PlayedGame(m, k, r) for m, k, r in zip(moves, kinds, results)]
 
 
