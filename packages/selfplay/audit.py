@@ -2,7 +2,8 @@
 
 Connect Four is a first-player win (Allis, 1988), so every game that does not end in the first player's win holds
 a move that gave the win away, and every drawn game's early positions carry a value target of "draw" where the
-position was won. ``selfplay eval --selfplay-games N`` plays N games with a checkpoint under its run's own self-play
+position was won. ``selfplay eval --selfplay-games N`` plays N games with a checkpoint's self-play weights
+(Checkpoint.selfplay_weights: what the actors played, not the graded average) under its run's own self-play
 settings (random openings, moves sampled in proportion to the visits, full and fast searches, root noise) and asks
 the solver (bitbully) of every move whether it kept the mover's best result (win > draw > loss):
 

@@ -51,6 +51,11 @@ class Checkpoint:
         ``model`` stays the learner's raw weights, which a resumed run continues from."""
         return self.ema or self.model
 
+    def selfplay_weights(self) -> dict:
+        """The weights self-play played with at this step: the learner's own, which train.py publishes to the
+        actors (every learner.publish_every steps), not the moving average that is graded."""
+        return self.model
+
     def learner_state(self) -> dict:
         """What Learner.load_state_dict takes: model, and optimizer, scaler, ema where the checkpoint has them."""
         state = {"model": self.model, "optimizer": self.optimizer, "scaler": self.scaler, "ema": self.ema}

@@ -32,6 +32,7 @@ def test_every_field_round_trips_as_the_plain_dict_older_runs_wrote(tmp_path):
     loaded = checkpoint.load(path)
     assert (loaded.step, loaded.config, loaded.counters, loaded.scaler) == (7, full.config, {"games": 3}, {})
     assert loaded.playing_weights() is loaded.ema and loaded.replay["added"] == 4
+    assert loaded.selfplay_weights() is loaded.model  # the actors play the learner's own weights, not the average
     assert set(loaded.learner_state()) == {"model", "optimizer", "scaler", "ema"}
 
 

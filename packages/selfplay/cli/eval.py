@@ -27,8 +27,8 @@ def add_arguments(parser) -> None:
                         help="also say where MCTS errs: by result, by how many moves keep it, by how late a win "
                              "comes, and whether the raw policy or the value head chose the erring move")
     parser.add_argument("--selfplay-games", type=int, default=0, metavar="N",
-                        help="also play N self-play games with these weights under the run's own self-play settings "
-                             "and say, with the solver, which moves changed their result (where the draws come from)")
+                        help="also play N self-play games with the weights the actors played (the learner's own, not "
+                             "the graded average) under the run's own self-play settings and say, with the solver, which moves changed their result (where the draws come from)")
 
 
 def run(args, _overrides) -> int:
@@ -47,11 +47,15 @@ def run(args, _overrides) -> int:
     if cfg.game.name != "connect4":
         raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
     torch.set_num_threads(args.threads)
-    model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
-    model.load_state_dict(saved.playing_weights())
+
+    def network_of(weights: dict) -> NetworkEvaluator:
+        model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
+        model.load_state_dict(weights)
+        return NetworkEvaluator(model.eval(), inference_dtype(args.precision))
+
     sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
-    network = NetworkEvaluator(model.eval(), inference_dtype(args.precision))
+    network = network_of(saved.playing_weights())
     result = evaluate.evaluate(network, sets, sims, cfg.search.c_puct, args.breakdown)
     result["_meta"].update(checkpoint=str(path), step=saved.step)
     print(f"{path} (step {saved.step})")
@@ -65,7 +69,8 @@ def run(args, _overrides) -> int:
         from selfplay.actors import SelfPlayWorker
 
         cfg.actors.games = args.selfplay_games  # one lock-step batch, each slot's first game
-        worker = SelfPlayWorker(make_game("connect4"), network, cfg, np.random.default_rng(cfg.run.seed))
+        worker = SelfPlayWorker(make_game("connect4"), network_of(saved.selfplay_weights()), cfg,
+                                np.random.default_rng(cfg.run.seed))
         result["selfplay_audit"] = audit.audit(audit.play_games(worker, args.selfplay_games))
         print(audit.format_audit(result["selfplay_audit"]))
     if args.json:
