@@ -28,7 +28,8 @@ def add_arguments(parser) -> None:
                              "comes, and whether the raw policy or the value head chose the erring move")
     parser.add_argument("--selfplay-games", type=int, default=0, metavar="N",
                         help="also play N self-play games with the weights the actors played (the learner's own, not "
-                             "the graded average) under the run's own self-play settings and say, with the solver, which moves changed their result (where the draws come from)")
+                             "the graded average) under the run's own self-play settings and say, with the solver, "
+                             "which moves changed their result (where the draws come from)")
 
 
 def run(args, _overrides) -> int:
