@@ -111,7 +111,7 @@ class SelfPlayWorker:
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
-        sampled = (self.ply < s.temperature_moves) & ~opening & (full | (s.fast_moves == "sampled"))
+        sampled = (self.ply < s.temperature_moves) & ~opening
         explore = np.flatnonzero(sampled)
         if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)

@@ -133,9 +133,6 @@ class SearchConfig(Section):
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = number(16, 1, 100_000)
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
-    fast_moves: Literal["sampled", "most_visited"] = "sampled"
-    """How a fast search's move is chosen in the first `temperature_moves` plies: sampled in proportion to its
-    visits, as a full search's is, or its most visited (KataGo turns exploration off in its fast searches)."""
     random_opening_fraction: float = number(0.0, 0, 1, note="0 = off")
     """Share of self-play games that open with 1..random_opening_moves uniformly random moves, played but not
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""

@@ -45,16 +45,6 @@ def test_each_game_is_played_to_its_end_and_says_how_each_move_was_chosen():
     assert {k for g in games for k in g.kinds} == set(range(len(MOVE_KINDS)))
 
 
-def test_fast_moves_most_visited_samples_only_after_a_full_search():
-    game = make_game("tictactoe")
-    cfg = load(None, ["--game.name=tictactoe", "--actors.games=48", "--search.simulations=16",
-                      "--search.temperature_moves=3", "--search.full_search_fraction=0.5",
-                      "--search.fast_simulations=4", "--search.fast_moves=most_visited"])
-    games = audit.play_games(SelfPlayWorker(game, uniform_evaluator(game), cfg, np.random.default_rng(0)), 48)
-    early = {k for g in games for k in g.kinds[:3]}
-    assert early == {SAMPLED_FULL, GREEDY_FAST}  # no sampled fast move; both full searches' and fast ones' played
-
-
 def test_the_solver_names_the_moves_that_gave_the_win_away_and_the_last_one_of_each_draw():
     # from the empty board only the centre column wins (Allis, 1988); its neighbours draw, the outer ones lose
     first = scores_after(())
