@@ -114,9 +114,6 @@ class ModelConfig(Section):
     """1x1 filters of the policy head (AlphaZero.jl uses 32; 2 squeezed the trunk's features through a slit)."""
     value_filters: int = number(32, 1, 1024)
     """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
-    pooled_channels: int = number(0, 0, 1024, note="0 = none")
-    """Global pooling in every residual block: each channel's mean over the board, squeezed to this many units,
-    gives each channel a scale and a bias (model.GlobalPooling); 0 = none, the plain 3x3 stack."""
 
 
 @dataclass
@@ -286,11 +283,9 @@ class Config:
 
     # fields that change the network or the game: a checkpoint cannot be resumed under other values
     SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks",
-                                                      "model.policy_filters", "model.value_filters",
-                                                      "model.pooled_channels")
+                                                      "model.policy_filters", "model.value_filters")
     # what a checkpoint written before a shape field existed was built with (its saved config lacks the key)
-    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {"model": {"policy_filters": 2, "value_filters": 1,
-                                                                  "pooled_channels": 0}}
+    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {"model": {"policy_filters": 2, "value_filters": 1}}
 
 
 # keys of earlier versions: a user's YAML or override naming one is told what replaced it; a checkpoint's

@@ -50,7 +50,7 @@ class Learner:
         # held while a step is traced and run on XLA, where the leaf server (another thread) uses it too (leaf_server)
         self.device_lock = threading.Lock()
         self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
-                                 cfg.model.value_filters, cfg.model.pooled_channels).to(self.device)
+                                 cfg.model.value_filters).to(self.device)
         self.trainable = self.model
         if info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None

@@ -22,39 +22,17 @@ def widen_input_planes(weight: torch.Tensor, planes: int) -> torch.Tensor:
     return torch.cat([weight, weight.new_zeros(weight.shape[0], missing, *weight.shape[2:])], dim=1)
 
 
-class GlobalPooling(nn.Module):
-    """Each channel's mean over the board -> a scale and a bias for each channel: squeeze-and-excitation with a bias,
-    as Lc0's residual blocks have (KataGo pools the max too; on a CPU core its amax took longer than the block's two
-    convolutions, bf16, batch 128).
-
-    A stack of 3x3 convolutions sees the whole board only through its depth; the facts Connect Four's late wins
-    turn on are global: which threats are left on which rows when the columns fill."""
-
-    def __init__(self, channels: int, squeezed: int):
-        super().__init__()
-        self.squeeze = nn.Linear(channels, squeezed)
-        self.scale = nn.Linear(squeezed, channels)
-        self.bias = nn.Linear(squeezed, channels)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.relu(self.squeeze(x.mean(dim=(2, 3))))
-        return x * torch.sigmoid(self.scale(h))[:, :, None, None] + self.bias(h)[:, :, None, None]
-
-
 class ResBlock(nn.Module):
-    def __init__(self, channels: int, pooled: int = 0):
+    def __init__(self, channels: int):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(channels)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(channels)
-        self.pool = GlobalPooling(channels, pooled) if pooled else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
         y = self.bn2(self.conv2(y))
-        if self.pool is not None:
-            y = self.pool(y)
         return F.relu(x + y)
 
 
@@ -62,11 +40,11 @@ class PolicyValueNet(nn.Module):
     """Input [N, planes, H, W] -> (policy logits [N, actions], value in [-1, 1] [N])."""
 
     def __init__(self, planes: int, height: int, width: int, actions: int, channels: int, blocks: int,
-                 policy_filters: int = 32, value_filters: int = 32, value_hidden: int = 64, pooled: int = 0):
+                 policy_filters: int = 32, value_filters: int = 32, value_hidden: int = 64):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(planes, channels, 3, padding=1, bias=False),
                                   nn.BatchNorm2d(channels), nn.ReLU())
-        self.trunk = nn.Sequential(*(ResBlock(channels, pooled) for _ in range(blocks)))
+        self.trunk = nn.Sequential(*(ResBlock(channels) for _ in range(blocks)))
         self.cells, self.actions, self.channels, self.value_hidden = height * width, actions, channels, value_hidden
         self.policy_head = self._policy_head(policy_filters)
         self.value_head = self._value_head(value_filters)
@@ -84,17 +62,10 @@ class PolicyValueNet(nn.Module):
         """Load weights, first rebuilding a head whose filter count differs from the saved one.
 
         Grading code builds the net from channels and blocks alone; this lets it read checkpoints
-        of any head width (those written before the heads were widened had 2 and 1 filters) and with or
-        without the blocks' global pooling (model.pooled_channels). The
+        of any head width (those written before the heads were widened had 2 and 1 filters). The
         trainer checks the head widths against its config before it gets here (Config.SHAPE_FIELDS).
         """
         device = next(self.parameters()).device
-        saved_pool = state_dict.get("trunk.0.pool.squeeze.weight")
-        pooled = 0 if saved_pool is None else saved_pool.shape[0]
-        held = self.trunk[0].pool if len(self.trunk) else None
-        if len(self.trunk) and (0 if held is None else held.squeeze.out_features) != pooled:
-            self.trunk = nn.Sequential(*(ResBlock(self.channels, pooled) for _ in self.trunk)).to(device)
-            self.trunk.train(self.training)  # a net put in eval mode before loading stays in it
         for name, build in (("policy_head", self._policy_head), ("value_head", self._value_head)):
             saved = state_dict.get(f"{name}.0.weight")
             if saved is not None and saved.shape[0] != getattr(self, name)[0].out_channels:
@@ -110,10 +81,9 @@ class PolicyValueNet(nn.Module):
 
 
 def build_model(game, channels: int, blocks: int, policy_filters: int = 32,
-                value_filters: int = 32, pooled: int = 0) -> PolicyValueNet:
+                value_filters: int = 32) -> PolicyValueNet:
     h, w = game.board_shape
-    return PolicyValueNet(game.num_planes, h, w, game.num_actions, channels, blocks, policy_filters, value_filters,
-                          pooled=pooled)
+    return PolicyValueNet(game.num_planes, h, w, game.num_actions, channels, blocks, policy_filters, value_filters)
 
 
 def value_units_firing(model: PolicyValueNet, planes: torch.Tensor) -> float:

@@ -41,8 +41,7 @@ class _Graph:
         return name
 
     def weight(self, name: str, tensor: torch.Tensor) -> str:
-        tensor = tensor.detach().cpu()
-        self.weights[name] = (tensor.float() if tensor.is_floating_point() else tensor).numpy()  # a shape: int64
+        self.weights[name] = tensor.detach().float().cpu().numpy()
         return name
 
     def conv(self, x: str, conv: nn.Conv2d, name: str) -> str:
@@ -56,16 +55,6 @@ class _Graph:
         return self.add("Gemm", [x, self.weight(f"{name}.weight", linear.weight),
                                  self.weight(f"{name}.bias", linear.bias)], name, transB=1)
 
-    def global_pooling(self, x: str, pool, name: str) -> str:
-        """model.GlobalPooling: x * sigmoid(scale) + bias, both from the board's mean of each channel."""
-        pooled = self.add("ReduceMean", [x], f"{name}.mean", axes=[2, 3], keepdims=0)
-        h = self.add("Relu", [self.linear(pooled, pool.squeeze, f"{name}.squeeze")], f"{name}.relu")
-        per_channel = self.weight(f"{name}.per_channel", torch.tensor([0, -1, 1, 1]))  # [N, C] -> [N, C, 1, 1]
-        scale = self.add("Reshape", [self.add("Sigmoid", [self.linear(h, pool.scale, f"{name}.scale")],
-                                              f"{name}.sigmoid"), per_channel], f"{name}.scale4")
-        bias = self.add("Reshape", [self.linear(h, pool.bias, f"{name}.bias"), per_channel], f"{name}.bias4")
-        return self.add("Add", [self.add("Mul", [x, scale], f"{name}.mul"), bias], f"{name}.out")
-
 
 def to_onnx(folded: PolicyValueNet) -> bytes:
     """The serialized ONNX model of a ``fold_batchnorm`` copy: input x [N, planes, H, W] -> (logits [N, A], value [N])."""
@@ -76,8 +65,6 @@ def to_onnx(folded: PolicyValueNet) -> bytes:
     for i, block in enumerate(folded.trunk):
         y = g.add("Relu", [g.conv(h, block.conv1, f"trunk.{i}.conv1")], f"trunk.{i}.relu1")
         y = g.conv(y, block.conv2, f"trunk.{i}.conv2")
-        if block.pool is not None:
-            y = g.global_pooling(y, block.pool, f"trunk.{i}.pool")
         h = g.add("Relu", [g.add("Add", [h, y], f"trunk.{i}.add")], f"trunk.{i}.relu2")
     p = g.add("Relu", [g.conv(h, folded.policy_head[0], "policy.conv")], "policy.relu")
     p = g.add("Flatten", [p], "policy.flat", axis=1)  # NCHW order, as nn.Flatten

@@ -33,8 +33,7 @@ def _trained_a_little(model, game):
 
 
 @pytest.mark.parametrize(("name", "heads"), [("connect4", {}), ("tictactoe", {}),
-                                              ("connect4", {"policy_filters": 2, "value_filters": 1}),
-                                              ("connect4", {"pooled": 4})])
+                                              ("connect4", {"policy_filters": 2, "value_filters": 1})])
 def test_onnxruntime_computes_what_the_folded_torch_net_computes(name, heads):
     game = make_game(name)
     model = _trained_a_little(build_model(game, 8, 2, **heads), game)

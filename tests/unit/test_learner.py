@@ -61,26 +61,6 @@ def test_heads_are_32_filters_wide_and_a_narrow_head_checkpoint_still_loads_for_
         assert torch.equal(a, b)
 
 
-def test_a_globally_pooled_net_trains_and_its_checkpoint_loads_for_grading_as_the_same_function():
-    game = make_game("connect4")
-    cfg = load(None, ["--model.channels=8", "--model.blocks=2", "--model.pooled_channels=4"])
-    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
-    assert all(block.pool.squeeze.out_features == 4 for block in learner.model.trunk)
-    before = learner.model.trunk[1].pool.bias.weight.detach().clone()
-    learner.step(_batch(game))
-    assert not torch.equal(before, learner.model.trunk[1].pool.bias.weight)  # the pooling learns
-    graded = build_model(game, 8, 2).eval()  # what evaluate.py and `selfplay eval` build: channels and blocks only
-    graded.load_state_dict(learner.model.state_dict())
-    x = torch.from_numpy(game.encode(_batch(game, seed=2)["states"]))
-    learner.model.eval()
-    with torch.no_grad():
-        for a, b in zip(learner.model(x), graded(x)):
-            assert torch.equal(a, b)
-    plain = build_model(game, 8, 2)
-    graded.load_state_dict(plain.state_dict())  # and back: a plain checkpoint after a pooled one
-    assert all(block.pool is None for block in graded.trunk)
-
-
 def test_resuming_a_checkpoint_from_before_the_wide_heads_is_refused_naming_the_setting():
     cfg = Config()
     saved = cfg.to_dict()
