@@ -69,7 +69,7 @@ class PolicyValueNet(nn.Module):
         for name, build in (("policy_head", self._policy_head), ("value_head", self._value_head)):
             saved = state_dict.get(f"{name}.0.weight")
             if saved is not None and saved.shape[0] != getattr(self, name)[0].out_channels:
-                setattr(self, name, build(saved.shape[0]).to(device))
+                setattr(self, name, build(saved.shape[0]).to(device).train(self.training))  # a new module trains
         stem = state_dict.get(STEM_WEIGHT)
         if stem is not None:  # written before the threat planes: the same function, see widen_input_planes
             state_dict = {**state_dict, STEM_WEIGHT: widen_input_planes(stem, self.stem[0].in_channels)}

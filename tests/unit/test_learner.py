@@ -53,10 +53,11 @@ def test_heads_are_32_filters_wide_and_a_narrow_head_checkpoint_still_loads_for_
     wide = build_model(game, 8, 1)
     assert wide.policy_head[0].out_channels == 32 and wide.value_head[0].out_channels == 32
     old = build_model(game, 8, 1, policy_filters=2, value_filters=1)
-    graded = build_model(game, 8, 1)  # what evaluate.py and `selfplay eval` build: channels and blocks only
+    graded = build_model(game, 8, 1).eval()  # what evaluate.py and `selfplay eval` build: channels and blocks only
     graded.load_state_dict(old.state_dict())
+    assert not graded.policy_head.training and not graded.value_head.training  # rebuilt heads keep the net's mode
     x = torch.randn(3, game.num_planes, *game.board_shape)
-    old.eval(), graded.eval()
+    old.eval()
     for a, b in zip(old(x), graded(x)):
         assert torch.equal(a, b)
 
