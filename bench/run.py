@@ -84,10 +84,12 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
                       f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
     model = build_model(game, channels, blocks).eval()
     dtype = inference_dtype() if dtype == "auto" else dtype
-    ev = NetworkEvaluator(model, dtype, runtime)
+    int8 = runtime == "int8"
+    ev = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)
     worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
     for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup
         worker.step(0)
+    ev.refresh(model)  # as an actor does when weights arrive: int8 quantizes here, on the positions just evaluated
     ev.seconds, ev.positions, ev.calls = 0.0, 0, 0
     moves0, sims0 = worker.moves, worker.simulations
     start = time.perf_counter()
@@ -96,9 +98,10 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     wall = time.perf_counter() - start
     # the same network and batch, forward passes only: the ceiling for simulations/s
     planes = game.encode(worker.states)
-    ev_only = NetworkEvaluator(model, dtype, runtime)
+    ev_only = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)
     for _ in range(3):
         ev_only(planes)
+    ev_only.refresh(model)
     n = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < min(5.0, seconds / 2):
@@ -108,7 +111,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     sims_per_s = (worker.simulations - sims0) / wall
     return {
         "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
-        "precision": str(dtype or "fp32").replace("torch.", ""), "runtime": ev.runtime,
+        "precision": "int8" if int8 else str(dtype or "fp32").replace("torch.", ""), "runtime": ev.runtime,
         "simulations_per_move": sims, "full_search_fraction": full_fraction, "seconds": round(wall, 1),
         "positions_per_s": (worker.moves - moves0) / wall,
         "simulations_per_s": sims_per_s,
@@ -127,27 +130,29 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
 AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
-# fp32 self-play cases: (kernels, runtime). ONNX Runtime picks its kernels from CPUID and ignores AVX2_ONLY_ENV, so
-# it is measured natively only: on an AVX2-only CPU that is the AVX2 row.
-FP32_CASES = (("native", "torch"), ("native", "onnxruntime"), ("avx2", "torch"))
+# Self-play cases of a CPU without bf16: (kernels, runtime); "int8" is ONNX Runtime's int8 graph (actors.precision=int8).
+# ONNX Runtime picks its kernels from CPUID and ignores AVX2_ONLY_ENV, so it is measured natively only: on an
+# AVX2-only CPU those are the AVX2 rows.
+FP32_CASES = (("native", "torch"), ("native", "onnxruntime"), ("native", "int8"), ("avx2", "torch"))
 
 
 def fp32_isa(seconds: float, quick: bool) -> list[dict]:
-    """fp32 self-play on one core, with this CPU's own instructions and held to AVX2, in eager torch and in ONNX
-    Runtime: what an AVX2-only CPU's actors run. Each case in a fresh process (the ISA is fixed when torch loads),
-    twice, interleaved; once under --quick, a smoke run of the path."""
+    """Self-play without bf16 on one core, with this CPU's own instructions and held to AVX2, in eager torch and in
+    ONNX Runtime (fp32 and int8): what an AVX2-only CPU's actors run. Each case in a fresh process (the ISA is fixed
+    when torch loads), twice, interleaved; once under --quick, a smoke run of the path."""
     runs = []
     for isa, runtime in FP32_CASES * (1 if quick else 2):
         out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds), "--fp32-runtime", runtime,
                               *(["--quick"] if quick else [])],
                              env={**os.environ, **(AVX2_ONLY_ENV if isa == "avx2" else {})},
                              capture_output=True, text=True, check=True)
-        runs.append({"isa": isa, **json.loads(out.stdout.splitlines()[-1])})
+        runs.append({"isa": isa, "case": runtime, **json.loads(out.stdout.splitlines()[-1])})
     rows = []
     for isa, runtime in FP32_CASES:
-        mine = [r for r in runs if r["isa"] == isa and r["runtime"] == runtime]
-        # the child's own figures (ratios to alpha-zero-general included), averaged over its runs
-        rows.append({"isa": isa, "runtime": runtime, "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
+        mine = [r for r in runs if r["isa"] == isa and r["case"] == runtime]
+        # the child's own figures (what it ran, ratios to alpha-zero-general included), averaged over its runs
+        rows.append({"isa": isa, "runtime": mine[0]["runtime"], "precision": mine[0]["precision"],
+                     "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
                      **{k: float(np.mean([r[k] for r in mine])) for k in
                         ("simulations_per_s", "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch")}})
     return rows
@@ -382,7 +387,7 @@ def main() -> int:
               f"{100 * r['outside_forward_share']:.0f}% outside forward", flush=True)
     report["fp32_isa"] = [] if args.skip_throughput else fp32_isa(2 if args.quick else args.seconds / 2, args.quick)
     for r in report["fp32_isa"]:
-        print(f"fp32 self-play {r['net']}, {r['isa']} ({r['cpu_capability']}), {r['runtime']}: "
+        print(f"{r['precision']} self-play {r['net']}, {r['isa']} ({r['cpu_capability']}), {r['runtime']}: "
               f"{r['simulations_per_s']:.0f} sims/s "
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch)", flush=True)
     report["learner"] = [] if args.skip_throughput else [
@@ -465,7 +470,8 @@ def main() -> int:
                                                 "positions_per_s", "mean_batch", "outside_forward_share",
                                                 "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["fp32_isa"]:
-        print("\n" + table(report["fp32_isa"], ["isa", "runtime", "cpu_capability", "net", "simulations_per_s",
+        print("\n" + table(report["fp32_isa"], ["isa", "runtime", "precision", "cpu_capability", "net",
+                                                 "simulations_per_s",
                                                  "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch"]))
     if report["learner"]:
         print("\n" + table(report["learner"], ["net", "batch", "samples_per_s_auto", "precision_auto",

@@ -172,7 +172,8 @@ class PolledEvaluator(NetworkEvaluator):
                                  cfg.model.value_filters).eval()
         self.weights = SharedWeights(numel, name=weights_name)
         self.version = -1
-        super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime)
+        super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime,
+                         int8=cfg.actors.precision == "int8")
 
     def sync(self) -> int:
         """Take newer weights if the learner published some; return the version now held (-1: none yet)."""

@@ -104,9 +104,10 @@ def inference_dtype(requested: str = "auto") -> torch.dtype | None:
     """Autocast dtype for CPU self-play and evaluation: bf16 where the CPU has bf16 instructions.
 
     Search only ranks moves, so bf16's 8-bit mantissa costs nothing measurable in play strength,
-    while it more than doubles positions/s on AVX512-BF16 and AMX machines.
+    while it more than doubles positions/s on AVX512-BF16 and AMX machines. int8 is the actors' quantized ONNX
+    Runtime graph (NetworkEvaluator); wherever else the setting is read (grading, the arena) the net runs fp32.
     """
-    if requested == "fp32" or (requested == "auto" and not cpu_has_native_bf16()):
+    if requested in ("fp32", "int8") or (requested == "auto" and not cpu_has_native_bf16()):
         return None
     return torch.bfloat16
 
@@ -121,7 +122,7 @@ def leaves_served_by_learner(inference: str, device: torch.device, actor_precisi
     """
     if inference != "auto":
         return inference == "learner"
-    return device.type in ("cuda", "xla") and inference_dtype(actor_precision) is None
+    return device.type in ("cuda", "xla") and actor_precision != "int8" and inference_dtype(actor_precision) is None
 
 
 def cuda_usable() -> bool:

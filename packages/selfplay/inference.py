@@ -19,10 +19,15 @@ from .errors import ConfigError
 from .model import PolicyValueNet, fold_batchnorm
 
 
-def pick_runtime(requested: str, dtype: torch.dtype | None) -> str:
-    """What runs the forward pass: ONNX Runtime for fp32 where it imports (auto), else torch.
+def pick_runtime(requested: str, dtype: torch.dtype | None, int8: bool = False) -> str:
+    """What runs the forward pass: ONNX Runtime for fp32 where it imports (auto), else torch; int8 only in ONNX Runtime.
 
     bf16 stays with torch: its oneDNN bf16 kernels are what make AVX512-BF16 and AMX CPUs 2-2.7x faster."""
+    if int8:
+        if requested == "torch":
+            raise ConfigError("actors.precision=int8 runs in ONNX Runtime: drop actors.runtime=torch, "
+                              "or use actors.precision=fp32")
+        requested = "onnxruntime"
     if requested == "onnxruntime":
         if dtype is not None:
             raise ConfigError("actors.runtime=onnxruntime runs fp32 only: add --actors.precision=fp32, or use auto")
@@ -38,9 +43,13 @@ def pick_runtime(requested: str, dtype: torch.dtype | None) -> str:
 class NetworkEvaluator:
     """Callable ``planes [N, C, H, W] -> (logits [N, A], values [N])`` that counts calls, positions and seconds."""
 
-    def __init__(self, model: PolicyValueNet, dtype: torch.dtype | None = None, runtime: str = "auto"):
+    def __init__(self, model: PolicyValueNet, dtype: torch.dtype | None = None, runtime: str = "auto",
+                 int8: bool = False):
         self.dtype = dtype
-        self.runtime = pick_runtime(runtime, dtype)
+        self.runtime = pick_runtime(runtime, dtype, int8)
+        self.int8 = int8
+        # int8: the planes last evaluated, on which a refresh measures the activations' ranges (fp32 until then)
+        self.calibration: np.ndarray | None = None
         self.refresh(model)
         self.seconds = 0.0
         self.positions = 0
@@ -49,11 +58,13 @@ class NetworkEvaluator:
     def refresh(self, model: PolicyValueNet) -> None:
         """Rebuild the folded copy (and its ONNX Runtime session) after the source model's weights changed."""
         self.net = fold_batchnorm(model)
-        self.onnx = onnx_net.OnnxForward(self.net, torch.get_num_threads()) if self.runtime == "onnxruntime" \
-            else None
+        self.onnx = onnx_net.OnnxForward(self.net, torch.get_num_threads(), self.calibration) \
+            if self.runtime == "onnxruntime" else None
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
+        if self.int8:
+            self.calibration = planes
         if self.onnx is not None:
             out = self.onnx(planes)
         else:

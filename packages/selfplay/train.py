@@ -92,7 +92,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
     actor_dtype = inference_dtype(cfg.actors.precision)
-    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype)  # refused here, in one line, not in each actor
+    # refused here, in one line, not in each actor
+    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, cfg.actors.precision == "int8")
+    actor_numbers = "int8" if cfg.actors.precision == "int8" else "fp32" if actor_dtype is None else "bf16"
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
     if clamped:
@@ -110,7 +112,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
-               f"actors {actor_runtime}/{'fp32' if actor_dtype is None else 'bf16'}, learner {precision.describe()}"
+               f"actors {actor_runtime}/{actor_numbers}, learner {precision.describe()}"
                # the kernels torch picked (AVX512, AVX2, ...): ATEN_CPU_CAPABILITY can hold them lower
                + (f" (cpu kernels {torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else "")
                + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")

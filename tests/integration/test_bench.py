@@ -27,12 +27,13 @@ def test_quick_bench_writes_throughput_json():
         assert sp["simulations_per_s"] > 0 and 0 <= sp["outside_forward_share"] <= 1
         assert sp["mean_batch"] > 1  # leaves of many games share one forward pass
         assert report["learner"][0]["samples_per_s_auto"] > 0
-        # fp32 self-play natively in torch and ONNX Runtime, and torch held to AVX2: the env really reaches torch in
-        # the child process, and each child ran the runtime it was asked for
+        # fp32 self-play natively in torch and ONNX Runtime, int8 in ONNX Runtime, and torch held to AVX2: the env
+        # really reaches torch in the child process, and each child ran the runtime and precision it was asked for
         isa = report["fp32_isa"]
-        assert [(r["isa"], r["runtime"]) for r in isa] == [("native", "torch"), ("native", "onnxruntime"),
-                                                           ("avx2", "torch")]
-        assert isa[2]["cpu_capability"] == "AVX2"
+        assert [(r["isa"], r["runtime"], r["precision"]) for r in isa] == [
+            ("native", "torch", "fp32"), ("native", "onnxruntime", "fp32"), ("native", "onnxruntime", "int8"),
+            ("avx2", "torch", "fp32")]
+        assert isa[3]["cpu_capability"] == "AVX2"
         assert all(r["simulations_per_s"] > 0 and r["vs_azg_default_512ch"] > 0 for r in isa)
         assert [r["ranks"] for r in report["scaling"]] == [1, 2] and report["scaling"][1]["positions_per_s"] > 0
         # this machine's pace priced as the C4 of as many vCPUs, beside the recorded paces of the other shapes

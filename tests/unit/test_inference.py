@@ -1,11 +1,14 @@
 """What runs the network for search: the ONNX Runtime graph computes what the folded torch net does."""
 
+import logging
+
 import numpy as np
 import pytest
 import torch
 from selfplay.config_io import load
 from selfplay.errors import ConfigError
 from selfplay.games import make_game
+from selfplay.hardware import inference_dtype, leaves_served_by_learner
 from selfplay.inference import NetworkEvaluator, pick_runtime
 from selfplay.model import build_model
 
@@ -72,3 +75,32 @@ def test_auto_runs_fp32_on_onnxruntime_and_bf16_on_torch_and_a_contradiction_is_
     assert load(None, ["--actors.runtime=torch"]).actors.runtime == "torch"
     with pytest.raises(ConfigError, match=r"actors\.runtime"):
         load(None, ["--actors.runtime=tensorrt"])
+
+
+def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_them(caplog):
+    game = make_game("connect4")
+    model = _trained_a_little(build_model(game, 16, 2), game)
+    evaluator = NetworkEvaluator(model, None, "auto", int8=True)
+    eager = NetworkEvaluator(model, None, "torch")
+    planes = _positions(game, 64, seed=3)
+    logits, values = evaluator(planes)
+    np.testing.assert_allclose(logits, eager(planes)[0], rtol=1e-4, atol=1e-5)  # no ranges yet: fp32
+    assert evaluator.calibration is planes
+    with caplog.at_level(logging.INFO):
+        evaluator.refresh(model)  # as an actor does when the learner's weights arrive
+    assert "pre-processing" not in caplog.text  # the quantizer's advice, at every refresh, stays off the output
+    q_logits, q_values = evaluator(planes)
+    want_logits, want_values = eager(planes)
+    assert not np.allclose(q_logits, want_logits, rtol=1e-4, atol=1e-5)  # it runs another graph now...
+    assert np.abs(q_values - want_values).max() < 0.1  # ...close to fp32 on the positions its ranges came from
+    assert (q_logits.argmax(axis=1) == want_logits.argmax(axis=1)).mean() > 0.9
+
+
+def test_int8_is_onnxruntimes_and_grading_reads_it_as_fp32():
+    assert pick_runtime("auto", None, int8=True) == "onnxruntime"
+    with pytest.raises(ConfigError, match=r"^actors\.precision=int8 runs in ONNX Runtime: drop actors\.runtime=torch, "
+                                          r"or use actors\.precision=fp32$"):
+        pick_runtime("torch", None, int8=True)
+    assert inference_dtype("int8") is None  # evaluation and the arena, which read actors.precision, run fp32
+    assert not leaves_served_by_learner("auto", torch.device("cuda"), "int8")  # int8 is the actors' own graph
+    assert load(None, ["--actors.precision=int8"]).actors.precision == "int8"
