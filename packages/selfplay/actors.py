@@ -22,7 +22,7 @@ from .config import Config
 from .config_io import from_dict
 from .games import Game, make_game
 from .hardware import inference_dtype
-from .inference import NetworkEvaluator
+from .inference import NetworkEvaluator, runs_int8
 from .leaf_server import LeafSlots, RemoteEvaluator
 from .mcts import BatchedMCTS
 from .model import build_model
@@ -173,7 +173,7 @@ class PolledEvaluator(NetworkEvaluator):
         self.weights = SharedWeights(numel, name=weights_name)
         self.version = -1
         super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime,
-                         int8=cfg.actors.precision == "int8")
+                         int8=runs_int8(cfg.actors.precision, cfg.actors.runtime))
 
     def sync(self) -> int:
         """Take newer weights if the learner published some; return the version now held (-1: none yet)."""

@@ -100,6 +100,12 @@ def cpu_has_native_bf16() -> bool:
     return bool({"amx_bf16", "avx512_bf16"} & _cpu_flags())
 
 
+def cpu_has_vnni() -> bool:
+    """AVX512-VNNI or AVX-VNNI: 8-bit dot products summed into 32 bits in one instruction, what ONNX Runtime's int8
+    kernels run on without the 16-bit intermediate sums that can saturate on plain AVX2."""
+    return bool({"avx512_vnni", "avx_vnni"} & _cpu_flags())
+
+
 def inference_dtype(requested: str = "auto") -> torch.dtype | None:
     """Autocast dtype for CPU self-play and evaluation: bf16 where the CPU has bf16 instructions.
 

@@ -34,7 +34,7 @@ from .distributed import (
 from .errors import RunError, SelfplayError
 from .games import make_game
 from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
-from .inference import pick_runtime
+from .inference import pick_runtime, runs_int8
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
 from .periodic_eval import PeriodicEval
@@ -93,8 +93,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     precision = pick_precision(device, cfg.learner.precision)
     actor_dtype = inference_dtype(cfg.actors.precision)
     # refused here, in one line, not in each actor
-    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, cfg.actors.precision == "int8")
-    actor_numbers = "int8" if cfg.actors.precision == "int8" else "fp32" if actor_dtype is None else "bf16"
+    int8 = runs_int8(cfg.actors.precision, cfg.actors.runtime)
+    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8)
+    actor_numbers = "int8" if int8 else "fp32" if actor_dtype is None else "bf16"
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
     if clamped:

@@ -9,7 +9,7 @@ from selfplay.config_io import load
 from selfplay.errors import ConfigError
 from selfplay.games import make_game
 from selfplay.hardware import inference_dtype, leaves_served_by_learner
-from selfplay.inference import NetworkEvaluator, pick_runtime
+from selfplay.inference import NetworkEvaluator, pick_runtime, runs_int8
 from selfplay.model import build_model
 
 
@@ -94,6 +94,21 @@ def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_
     assert not np.allclose(q_logits, want_logits, rtol=1e-4, atol=1e-5)  # it runs another graph now...
     assert np.abs(q_values - want_values).max() < 0.1  # ...close to fp32 on the positions its ranges came from
     assert (q_logits.argmax(axis=1) == want_logits.argmax(axis=1)).mean() > 0.9
+
+
+@pytest.mark.parametrize(("flags", "precision", "runtime", "int8"), [
+    ({"avx2", "avx512f", "avx512_vnni"}, "auto", "auto", True),       # the Xeon it was measured on
+    ({"avx2", "avx_vnni"}, "auto", "auto", True),
+    ({"avx2", "avx512_vnni", "avx512_bf16"}, "auto", "auto", False),  # bf16 on torch is faster still
+    ({"avx2", "amx_bf16"}, "auto", "auto", False),
+    ({"fma", "avx2"}, "auto", "auto", False),                        # no VNNI: unmeasured, can saturate
+    ({"avx2", "avx512_vnni"}, "auto", "torch", False),                # asked for torch: fp32 on torch
+    ({"avx2", "avx512_vnni"}, "fp32", "auto", False),
+    ({"fma", "avx2"}, "int8", "auto", True),                          # asked for: anywhere
+])
+def test_auto_runs_int8_actors_where_the_cpu_has_vnni_and_no_bf16(monkeypatch, flags, precision, runtime, int8):
+    monkeypatch.setattr("selfplay.hardware._cpu_flags", lambda: flags)
+    assert runs_int8(precision, runtime) is int8
 
 
 def test_int8_is_onnxruntimes_and_grading_reads_it_as_fp32():
