@@ -33,7 +33,14 @@ from .distributed import (
 )
 from .errors import RunError, SelfplayError
 from .games import make_game
-from .hardware import actor_count, cores_per_rank, inference_dtype, pick_device, pick_precision
+from .hardware import (
+    actor_count,
+    cores_per_rank,
+    inference_dtype,
+    leaves_served_by_learner,
+    pick_device,
+    pick_precision,
+)
 from .inference import pick_runtime, runs_int8
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
@@ -96,6 +103,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     int8 = runs_int8(cfg.actors.precision, cfg.actors.runtime)
     actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8)
     actor_numbers = "int8" if int8 else "fp32" if actor_dtype is None else "bf16"
+    # served leaves run the learner's numbers, whatever actors.precision says (self_play.SelfPlay)
+    actor_net = (f"leaves on the learner's {device}"
+                 if leaves_served_by_learner(cfg.actors.inference, device, cfg.actors.precision)
+                 else f"{actor_runtime}/{actor_numbers}")
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
     if clamped:
@@ -113,7 +124,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     runlog.hparams(dump(cfg))
     runlog.say(f"training {game.name}: {actors} actor(s) x {cfg.actors.games} games, "
                f"{cfg.search.simulations} sims/move, net {cfg.model.channels}x{cfg.model.blocks}, "
-               f"actors {actor_runtime}/{actor_numbers}, learner {precision.describe()}"
+               f"actors {actor_net}, learner {precision.describe()}"
                # the kernels torch picked (AVX512, AVX2, ...): ATEN_CPU_CAPABILITY can hold them lower
                + (f" (cpu kernels {torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else "")
                + (f", rank {info.rank}/{info.world_size} ({info.backend})" if info.enabled else "")

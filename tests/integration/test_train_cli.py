@@ -98,6 +98,7 @@ def test_a_killed_actor_is_replaced_and_training_goes_on(tmp_path, inference):
     assert proc.returncode == 0, out
     assert "died with exit code -9; restarted (1/10)" in out
     assert ("leaves are evaluated on the learner's cpu" in out) == (inference == "learner")
+    assert ("actors leaves on the learner's cpu, learner" in out) == (inference == "learner")  # train's first line
     assert (run / "ckpt-000000150.pt").is_file()
     assert records(run)[-1]["selfplay/actor_restarts"] == 1
 
