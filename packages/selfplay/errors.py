@@ -15,6 +15,11 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130  # Ctrl-C outside the training loop (the loop itself checkpoints and exits OK)
 
 
+# What a rank that lost another says (train.py): `launch` prints such lines after the others, so that on one machine
+# the line of the rank that failed first, which says why, comes first.
+LOST_CONTACT = "lost contact with another rank"
+
+
 class SelfplayError(Exception):
     """A failure the trainer explains in one line that names the fix: the only kind the command line catches
     (selfplay/__main__.py), so a bug or an error torch raises keeps its traceback. ``status`` is the exit."""

@@ -31,7 +31,7 @@ from .distributed import (
     is_collective_failure,
     start_again,
 )
-from .errors import RunError, SelfplayError
+from .errors import LOST_CONTACT, RunError, SelfplayError
 from .games import make_game
 from .hardware import (
     actor_count,
@@ -81,7 +81,7 @@ def train(cfg: Config) -> int:
         except RuntimeError as error:  # a peer gone before the loop (which says its own line): one line too
             if isinstance(error, SelfplayError) or not (info.enabled and is_collective_failure(error)):
                 raise
-            raise LostRankError(f"rank {info.rank} lost contact with another rank while the run started "
+            raise LostRankError(f"rank {info.rank} {LOST_CONTACT} while the run started "
                                 f"({first_words(str(error))}): another rank failed first and its error says why; "
                                 f"fix that, then {start_again(info.nodes)[0]}") from None
         finally:
@@ -243,7 +243,7 @@ def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None
         resumes = (f"the run resumes from step {saved_step} ({checkpoint.checkpoint_path('', saved_step).name}, "
                    + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
                    + f"); {again} to resume")
-    return f"rank {info.rank} lost contact with another rank at step {step} ({first_words(error)}): {resumes}"
+    return f"rank {info.rank} {LOST_CONTACT} at step {step} ({first_words(error)}): {resumes}"
 
 
 def _time_progress(cfg: Config, elapsed_s: float) -> float:

@@ -1,6 +1,7 @@
 """distributed.py without a process group: what one process agrees with itself, and how a lost rank is quoted."""
 
 from selfplay.distributed import DistInfo, agree, first_words
+from selfplay.errors import LOST_CONTACT
 from selfplay.train import lost_rank_line
 
 
@@ -35,6 +36,23 @@ def test_the_launch_relay_files_a_killed_ranks_resource_tracker_warnings_and_pas
     relay.run()
     assert capsys.readouterr().err == error  # the exit is the one line
     assert report.read_text() == "".join(tracker) and relay.rank_said_why
+
+
+def test_the_launch_relay_files_torchs_cpp_log_and_puts_the_failing_ranks_line_before_the_lost_ranks(
+        tmp_path, capsys):
+    """CI, 2026-12-01: rank 0 failed on run.dir while rank 1 was still connecting; rank 1's gloo error (torch's C++
+    log) and its own line came first, above the line that said why."""
+    from selfplay.cli.launch import TorchrunRelay
+
+    cpp = ("[E1201 18:48:34.931417204 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [/__w/pytorch/pytorch/"
+           "third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n")
+    lost = (f"selfplay: error: rank 1 {LOST_CONTACT} while the run started (Connection closed by peer): another rank "
+            "failed first and its error says why; fix that, then run the same command again\n")
+    cause = "selfplay: error: run.dir /proc/not-writable cannot be written (No such file or directory): ...\n"
+    report = tmp_path / "report.log"
+    TorchrunRelay(iter([cpp, lost, cause]), report).run()
+    assert capsys.readouterr().err == cause + lost
+    assert report.read_text() == cpp
 
 
 def test_a_rank_that_loses_rank_0_before_any_checkpoint_says_there_is_none():

@@ -26,7 +26,7 @@ from launch_contract import (
 from selfplay.cli import train
 from selfplay.cli.options import add_config_argument, load_config, settings_help
 from selfplay.config_io import resolve_config
-from selfplay.errors import ConfigError, ExitStatus
+from selfplay.errors import LOST_CONTACT, ConfigError, ExitStatus
 
 NAME = "launch"
 HELP = ("train on NNODES x NPROC_PER_NODE ranks via torchrun (env: NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, "
@@ -103,11 +103,17 @@ def run(args, overrides) -> int:
 
 
 class TorchrunRelay(threading.Thread):
-    """Passes the ranks' stderr through and files torchrun's own log lines, its closing ChildFailedError
-    report (a screen of traceback after the rank's one line that said what failed) and the resource
-    trackers' warnings in ``report``."""
+    """Passes the ranks' stderr through and files torchrun's own log lines, torch's C++ ones, its closing
+    ChildFailedError report (a screen of traceback after the rank's one line that said what failed) and the resource
+    trackers' warnings in ``report``.
+
+    A rank that lost another says so (errors.LOST_CONTACT) as soon as the connection breaks, which can be before
+    the rank that failed first has printed why: those lines are held back and passed on when the stream ends."""
 
     OWN_LINE = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ \S*torch/")  # torchrun's logging: W1123 08:25:02.68 7807 …/torch/…
+    # c10's logging from torch's C++, e.g. gloo's when a peer vanishes mid-connect:
+    # [E1201 18:48:34.931417204 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [...] ...
+    CPP_LINE = re.compile(r"^\[[EWI]\d{4} [\d:.]+ (\d+ )?[\w.]+:\d+\] ")
     # A killed rank cannot unlink its shared memory and semaphores; its multiprocessing resource tracker does,
     # and warns about each kind in two lines ("...resource_tracker.py:254: UserWarning: resource_tracker: There
     # appear to be 1 leaked semaphore objects ..." and the warnings.warn source line). Cleaned up, so not news.
@@ -119,16 +125,22 @@ class TorchrunRelay(threading.Thread):
         self.rank_said_why = False
 
     def run(self) -> None:
-        in_report, log = False, None
+        in_report, log, lost_contact = False, None, []
         for line in self.stream:
-            if in_report or self.OWN_LINE.match(line) or self.TRACKER_LINE.search(line):
+            if (in_report or self.OWN_LINE.match(line) or self.CPP_LINE.match(line)
+                    or self.TRACKER_LINE.search(line)):
                 in_report = in_report or "failed (exitcode" in line
                 log = log or open(self.report, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
                 log.write(line)
                 continue
             self.rank_said_why = self.rank_said_why or "selfplay: error:" in line
+            if LOST_CONTACT in line:
+                lost_contact.append(line)
+                continue
             sys.stderr.write(line)
             sys.stderr.flush()
+        sys.stderr.writelines(lost_contact)
+        sys.stderr.flush()
         if log is not None:
             log.close()
 
