@@ -102,7 +102,9 @@ class SelfPlayWorker:
         Playout-cap randomisation (KataGo): a full_search_fraction of moves get the full search, with root
         noise, and become training positions; the others get a fast search without noise and are only
         played. Games then end sooner, so the value targets come from more, less correlated games for the
-        same compute, while every policy target still comes from a full search.
+        same compute, while every policy target still comes from a full search. Drawn per game: one draw for the
+        whole batch kept every network call the batch wide (1.4x the simulations a second on an int8 actor) but in
+        30 minutes gave no more learner steps and no lower error (bench/RESULTS.md, 2026-12-01).
         """
         game, B, s = self.game, len(self.states), self.cfg.search
         opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
