@@ -49,8 +49,11 @@ class Learner:
         self.device = precision.device
         # held while a step is traced and run on XLA, where the leaf server (another thread) uses it too (leaf_server)
         self.device_lock = threading.Lock()
+        # NHWC on a CPU: oneDNN's convolutions and their gradients run faster in it (a 32x4 step, batch 256, one
+        # thread, fp32, on a 2-core AVX512-VNNI Xeon: 106-113 ms against 134-144); weights read the same either way
+        self.memory_format = torch.channels_last if self.device.type == "cpu" else torch.contiguous_format
         self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
-                                 cfg.model.value_filters).to(self.device)
+                                 cfg.model.value_filters).to(self.device, memory_format=self.memory_format)
         self.trainable = self.model
         if info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -97,7 +100,7 @@ class Learner:
             return self._step(planes, policy, batch)
 
     def _step(self, planes: np.ndarray, policy: np.ndarray, batch: dict) -> dict[str, float]:
-        x = torch.from_numpy(planes).to(self.device, non_blocking=True)
+        x = torch.from_numpy(planes).to(self.device, non_blocking=True).contiguous(memory_format=self.memory_format)
         target_pi = torch.from_numpy(policy).to(self.device, non_blocking=True)
         target_v = torch.from_numpy(self.value_target(batch).astype(np.float32)).to(self.device, non_blocking=True)
 
