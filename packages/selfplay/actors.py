@@ -102,13 +102,14 @@ class SelfPlayWorker:
         Playout-cap randomisation (KataGo): a full_search_fraction of moves get the full search, with root
         noise, and become training positions; the others get a fast search without noise and are only
         played. Games then end sooner, so the value targets come from more, less correlated games for the
-        same compute, while every policy target still comes from a full search. Drawn per game: one draw for the
-        whole batch kept every network call the batch wide (1.4x the simulations a second on an int8 actor) but in
-        30 minutes gave no more learner steps and no lower error (bench/RESULTS.md, 2026-12-01).
+        same compute, while every policy target still comes from a full search. Drawn once per move for the whole
+        batch, not per game, so every network call is the batch wide: 1.4x the simulations a second of one int8
+        actor; with the NHWC learner, 1.2-1.3x the learner steps in 30 minutes and a lower error on two seeds
+        (bench/RESULTS.md, 2026-12-01).
         """
-        game, B, s = self.game, len(self.states), self.cfg.search
+        game, s = self.game, self.cfg.search
         opening = self.ply < self.opening  # a random move: searched once (the batch is in lock-step), not recorded
-        full = (self.rng.random(B) < s.full_search_fraction) & ~opening
+        full = (self.rng.random() < s.full_search_fraction) & ~opening
         budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)

@@ -24,7 +24,8 @@ def test_every_move_is_a_training_position_without_playout_cap_randomisation():
 
 
 def test_playout_cap_randomisation_records_only_the_full_searches_and_spends_less():
-    worker, finished = play(["--search.full_search_fraction=0.25", "--search.fast_simulations=3"])
+    # drawn once per move for the whole batch: 200 moves give the fraction room to show
+    worker, finished = play(["--search.full_search_fraction=0.25", "--search.fast_simulations=3"], moves=200)
     recorded, plies = sum(len(s.z) for s in finished), sum(s.plies for s in finished)
     assert 0.15 < recorded / plies < 0.35               # about a quarter of the moves played are kept
     # each full search spent 16 simulations, each fast one 3: about 0.25 * 16 + 0.75 * 3 = 6.25 a move
