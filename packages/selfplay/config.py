@@ -159,7 +159,7 @@ class ActorsConfig(Section):
     inference: Literal["auto", "local", "learner"] = "auto"
     """Who runs the network for the search: local = each actor on its own core; learner = the learner's device
     answers every actor's leaves in one batch (leaf_server.py); auto = learner when it is on a GPU or XLA and the
-    actors would search in fp32 (a CPU without bf16), else local (hardware.leaves_served_by_learner)."""
+    actors would search in fp32 (a CPU without bf16 or VNNI), else local (hardware.leaves_served_by_learner)."""
 
 
 @dataclass

@@ -118,17 +118,19 @@ def inference_dtype(requested: str = "auto") -> torch.dtype | None:
     return torch.bfloat16
 
 
-def leaves_served_by_learner(inference: str, device: torch.device, actor_precision: str) -> bool:
+def leaves_served_by_learner(inference: str, device: torch.device, actor_numbers: str) -> bool:
     """Whether the learner's device answers every actor's leaves (leaf_server.py) instead of each actor's core.
 
-    auto serves them from a GPU or XLA device only where the actors would search in fp32. On a 16-core
-    Intel host with AMX beside an H200 (bench/RESULTS.md, "On a GPU node"),
-    served leaves played 1.12-1.26x the positions of fp32 actors but 0.73-0.83x those of bf16 actors: an
-    actor waiting on a round trip idles a core that would have run a bf16 forward pass nearly as fast.
+    auto serves them from a GPU or XLA device only where the actors would search in fp32 (``actor_numbers``, what
+    inference.actor_numbers says: "fp32", "bf16" or "int8"). On a 16-core Intel host with AMX beside an H200
+    (bench/RESULTS.md, "On a GPU node"), served leaves played 1.12-1.26x the positions of fp32 actors but
+    0.73-0.83x those of bf16 actors: an actor waiting on a round trip idles a core that would have run a bf16
+    forward pass nearly as fast. int8 actors, 2.2x fp32's evaluations on a VNNI CPU, keep their cores too
+    (unmeasured beside a GPU).
     """
     if inference != "auto":
         return inference == "learner"
-    return device.type in ("cuda", "xla") and actor_precision != "int8" and inference_dtype(actor_precision) is None
+    return device.type in ("cuda", "xla") and actor_numbers == "fp32"
 
 
 def cuda_usable() -> bool:

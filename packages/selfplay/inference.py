@@ -16,7 +16,7 @@ import torch
 
 from . import onnx_net
 from .errors import ConfigError
-from .hardware import cpu_has_native_bf16, cpu_has_vnni
+from .hardware import cpu_has_native_bf16, cpu_has_vnni, inference_dtype
 from .model import PolicyValueNet, fold_batchnorm
 
 
@@ -29,6 +29,13 @@ def runs_int8(precision: str, runtime: str = "auto") -> bool:
         return True
     return (precision == "auto" and runtime != "torch" and not cpu_has_native_bf16() and cpu_has_vnni()
             and onnx_net.available())
+
+
+def actor_numbers(precision: str, runtime: str = "auto") -> str:
+    """What an actor's own net computes in: "int8" (runs_int8), "bf16" (hardware.inference_dtype) or "fp32"."""
+    if runs_int8(precision, runtime):
+        return "int8"
+    return "fp32" if inference_dtype(precision) is None else "bf16"
 
 
 def pick_runtime(requested: str, dtype: torch.dtype | None, int8: bool = False) -> str:

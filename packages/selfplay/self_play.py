@@ -8,6 +8,7 @@ import torch
 from .actor_pool import ActorPool
 from .config import Config
 from .hardware import inference_dtype, leaves_served_by_learner
+from .inference import actor_numbers
 from .leaf_server import LeafServer, LeafSlots
 from .learner import Learner
 from .replay import ReplayBuffer
@@ -26,7 +27,8 @@ class SelfPlay:
         self.weights.publish(learner.model, step)
         self.server = None
         accelerator = device.type in ("cuda", "xla")
-        if leaves_served_by_learner(cfg.actors.inference, device, cfg.actors.precision):
+        numbers = actor_numbers(cfg.actors.precision, cfg.actors.runtime)
+        if leaves_served_by_learner(cfg.actors.inference, device, numbers):
             planes = game.encode(game.initial_states(1)).shape[1:]
             dtype = precision.dtype if accelerator else inference_dtype(cfg.actors.precision)
             self.server = LeafServer(LeafSlots(actors, cfg.actors.games, planes, game.num_actions), device, dtype,
@@ -35,7 +37,7 @@ class SelfPlay:
             self.server.start()
             runlog.say(f"self-play leaves are evaluated on the learner's {device} for all {actors} actor(s)")
         elif accelerator:
-            why = ("bf16 actors outrun served leaves; actors.inference=learner serves them anyway"
+            why = (f"the actors search in {numbers}; actors.inference=learner serves them anyway"
                    if cfg.actors.inference == "auto" else "actors.inference=local")
             runlog.say(f"self-play leaves are evaluated on each actor's own core, not the learner's {device} ({why})")
         self.pool = ActorPool(actors, cfg.to_dict(), self.weights.name, numel, seed, cfg.actors.restart_limit,

@@ -41,7 +41,7 @@ from .hardware import (
     pick_device,
     pick_precision,
 )
-from .inference import pick_runtime, runs_int8
+from .inference import actor_numbers, pick_runtime, runs_int8
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
 from .periodic_eval import PeriodicEval
@@ -102,11 +102,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     # refused here, in one line, not in each actor
     int8 = runs_int8(cfg.actors.precision, cfg.actors.runtime)
     actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8)
-    actor_numbers = "int8" if int8 else "fp32" if actor_dtype is None else "bf16"
+    numbers = actor_numbers(cfg.actors.precision, cfg.actors.runtime)
     # served leaves run the learner's numbers, whatever actors.precision says (self_play.SelfPlay)
     actor_net = (f"leaves on the learner's {device}"
-                 if leaves_served_by_learner(cfg.actors.inference, device, cfg.actors.precision)
-                 else f"{actor_runtime}/{actor_numbers}")
+                 if leaves_served_by_learner(cfg.actors.inference, device, numbers) else f"{actor_runtime}/{numbers}")
     cores = cores_per_rank()
     actors, clamped = actor_count(cfg.actors.count, cores)
     if clamped:

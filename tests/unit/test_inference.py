@@ -9,7 +9,7 @@ from selfplay.config_io import load
 from selfplay.errors import ConfigError
 from selfplay.games import make_game
 from selfplay.hardware import inference_dtype, leaves_served_by_learner
-from selfplay.inference import NetworkEvaluator, pick_runtime, runs_int8
+from selfplay.inference import NetworkEvaluator, actor_numbers, pick_runtime, runs_int8
 from selfplay.model import build_model
 
 
@@ -109,6 +109,9 @@ def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_
 def test_auto_runs_int8_actors_where_the_cpu_has_vnni_and_no_bf16(monkeypatch, flags, precision, runtime, int8):
     monkeypatch.setattr("selfplay.hardware._cpu_flags", lambda: flags)
     assert runs_int8(precision, runtime) is int8
+    assert (actor_numbers(precision, runtime) == "int8") is int8
+    if int8:  # auto serves a GPU's leaves to fp32 actors only: an int8 actor's own graph runs 2.2x fp32's
+        assert not leaves_served_by_learner("auto", torch.device("cuda"), actor_numbers(precision, runtime))
 
 
 def test_int8_is_onnxruntimes_and_grading_reads_it_as_fp32():
