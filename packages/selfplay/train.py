@@ -41,7 +41,7 @@ from .hardware import (
     pick_device,
     pick_precision,
 )
-from .inference import actor_numbers, pick_runtime, runs_int8
+from .inference import actor_numbers, pick_runtime
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
 from .periodic_eval import PeriodicEval
@@ -99,10 +99,9 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
     actor_dtype = inference_dtype(cfg.actors.precision)
-    # refused here, in one line, not in each actor
-    int8 = runs_int8(cfg.actors.precision, cfg.actors.runtime)
-    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8)
     numbers = actor_numbers(cfg.actors.precision, cfg.actors.runtime)
+    # refused here, in one line, not in each actor
+    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8=numbers == "int8")
     # served leaves run the learner's numbers, whatever actors.precision says (self_play.SelfPlay)
     actor_net = (f"leaves on the learner's {device}"
                  if leaves_served_by_learner(cfg.actors.inference, device, numbers) else f"{actor_runtime}/{numbers}")
