@@ -79,6 +79,7 @@ def test_auto_runs_fp32_on_onnxruntime_and_bf16_on_torch_and_a_contradiction_is_
 
 def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_them(caplog):
     game = make_game("connect4")
+    torch.manual_seed(0)  # an unseeded net failed the argmax check below in 1 of 30 inits (0.875), once in CI
     model = _trained_a_little(build_model(game, 16, 2), game)
     evaluator = NetworkEvaluator(model, None, "auto", int8=True)
     eager = NetworkEvaluator(model, None, "torch")
