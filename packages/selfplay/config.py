@@ -196,7 +196,8 @@ class LearnerConfig(Section):
     value_target: Literal["z", "q", "zq"] = "zq"
     """z = game result, q = search value, zq = their mean (z + q) / 2."""
     publish_every: int = number(20, 1, 1_000_000)
-    """Steps between publishing weights to the actors."""
+    """Learner steps between publishing weights to the actors. Each publish makes int8 actors quantize the net
+    again (~0.14 s, bench/RESULTS.md), so a smaller batch_size wants a larger value to keep their pace."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     """auto: bf16 on CPUs with AMX or AVX512-BF16, fp32 on other CPUs; on CUDA bf16 at capability >= 8, else fp16;
     bf16 on XLA."""
