@@ -164,3 +164,52 @@ def test_the_learner_reports_its_value_units_on_the_last_batch_and_leaves_batchn
     assert 0 < learner.value_units_firing() <= 1
     after = {k: v for k, v in learner.model.state_dict().items() if "running" in k}
     assert all(torch.equal(before[k], after[k]) for k in before)  # measured as the net plays, statistics untouched
+
+
+def test_a_wdl_head_learns_the_result_as_probabilities_and_plays_p_win_minus_p_loss():
+    game = make_game("connect4")
+    cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--model.value_head=wdl", "--learner.lr=0.01",
+                      "--learner.warmup_steps=0", "--learner.ema_half_life_steps=0"])
+    learner = Learner(cfg, game, Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    batch = _batch(game, n=3)
+    batch["z"], batch["q"] = np.array([1.0, 0.0, -1.0], np.float32), np.array([0.5, -0.4, -1.0], np.float32)
+    np.testing.assert_allclose(learner.wdl_target(batch), [[0.75, 0.25, 0.0],   # a win that search thought +0.5
+                                                           [0.0, 0.8, 0.2],     # a draw, search -0.4
+                                                           [0.0, 0.0, 1.0]])    # lost, and search knew
+    assert np.allclose(learner.wdl_target(batch) @ [1, 0, -1], learner.value_target(batch))  # the same expectation
+
+    batch = _batch(game, n=64)
+    batch["z"] = np.where(np.arange(64) % 2 == 0, 1.0, 0.0).astype(np.float32)  # half won, half drawn
+    batch["q"] = batch["z"].copy()
+    first = learner.step(batch)["losses/value"]
+    for _ in range(60):
+        last = learner.step(batch)["losses/value"]
+    assert last < 0.5 * first  # cross-entropy against the results it saw
+    model = learner.playing_model().eval()
+    x = torch.from_numpy(game.encode(batch["states"]))
+    with torch.no_grad():
+        _, value = model(x)
+        wdl = torch.softmax(model.value_head(model.trunk(model.stem(x))), dim=1)  # the logits the loss reads
+    assert torch.allclose(value, wdl[:, 0] - wdl[:, 2], atol=1e-6)
+    draws = wdl[1::2, 1].mean()
+    assert draws > 0.6 and wdl[0::2, 0].mean() > 0.6  # a drawn position says draw, not an even game's 0
+    assert value[1::2].abs().mean() < 0.3
+
+    graded = build_model(game, 8, 1).eval()  # what grading builds from channels and blocks: rebuilt on load
+    graded.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert graded.value_outputs == 3 and torch.allclose(graded(x)[1], value, atol=1e-6)
+        assert graded.train()(x)[1].shape == (64, 3)  # training mode answers the logits the loss reads
+
+
+def test_a_checkpoint_from_before_the_wdl_head_has_a_scalar_one_and_resumes_only_as_one():
+    saved = Config().to_dict()
+    del saved["model"]["value_head"]  # as a run saved it before the setting existed
+    wdl = load(None, ["--model.value_head=wdl"]).to_dict()
+    with pytest.raises(CheckpointError, match=r"trained with model\.value_head='scalar' but this run asks "
+                                              r"for model\.value_head='wdl'"):
+        check_compatible(with_legacy_shape(saved), wdl, Config.SHAPE_FIELDS, "ckpt-000000001.pt")
+    check_compatible(with_legacy_shape(saved), load(None, ["--model.value_head=scalar"]).to_dict(),
+                     Config.SHAPE_FIELDS, "ckpt-000000001.pt")
+    with pytest.raises(ValueError, match=r"model\.value_head='ternary' is not allowed: choose one of scalar, wdl"):
+        load(None, ["--model.value_head=ternary"])
