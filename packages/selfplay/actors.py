@@ -172,7 +172,7 @@ class PolledEvaluator(NetworkEvaluator):
 
     def __init__(self, cfg: Config, game: Game, weights_name: str, numel: int):
         self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
-                                 cfg.model.value_filters, cfg.model.value_head).eval()
+                                 cfg.model.value_filters).eval()
         self.weights = SharedWeights(numel, name=weights_name)
         self.version = -1
         super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime,

@@ -114,9 +114,6 @@ class ModelConfig(Section):
     """1x1 filters of the policy head (AlphaZero.jl uses 32; 2 squeezed the trunk's features through a slit)."""
     value_filters: int = number(32, 1, 1024)
     """1x1 filters of the value head (AlphaZero.jl uses 32; 1 left the value a single feature map)."""
-    value_head: Literal["scalar", "wdl"] = "scalar"
-    """scalar: one tanh output trained by squared error; wdl: win/draw/loss logits trained by cross-entropy, the
-    value P(win) - P(loss) (a sure draw and an even game answer alike in the scalar head, apart in this one)."""
 
 
 @dataclass
@@ -290,11 +287,9 @@ class Config:
 
     # fields that change the network or the game: a checkpoint cannot be resumed under other values
     SHAPE_FIELDS: typing.ClassVar[tuple[str, ...]] = ("game.name", "model.channels", "model.blocks",
-                                                      "model.policy_filters", "model.value_filters",
-                                                      "model.value_head")
+                                                      "model.policy_filters", "model.value_filters")
     # what a checkpoint written before a shape field existed was built with (its saved config lacks the key)
-    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {
-        "model": {"policy_filters": 2, "value_filters": 1, "value_head": "scalar"}}
+    LEGACY_SHAPE: typing.ClassVar[dict[str, dict]] = {"model": {"policy_filters": 2, "value_filters": 1}}
 
 
 # keys of earlier versions: a user's YAML or override naming one is told what replaced it; a checkpoint's

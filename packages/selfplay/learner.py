@@ -53,7 +53,7 @@ class Learner:
         # thread, fp32, on a 2-core AVX512-VNNI Xeon: 106-113 ms against 134-144); weights read the same either way
         self.memory_format = torch.channels_last if self.device.type == "cpu" else torch.contiguous_format
         self.model = build_model(game, cfg.model.channels, cfg.model.blocks, cfg.model.policy_filters,
-                                 cfg.model.value_filters, cfg.model.value_head).to(self.device, memory_format=self.memory_format)
+                                 cfg.model.value_filters).to(self.device, memory_format=self.memory_format)
         self.trainable = self.model
         if info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -87,17 +87,6 @@ class Learner:
             return batch["q"]
         return 0.5 * (batch["z"] + batch["q"])
 
-    def wdl_target(self, batch: dict) -> np.ndarray:
-        """The value target as win/draw/loss probabilities [N, 3] for a "wdl" head: the result one-hot, the search
-        value q as the distribution of expectation q that puts the rest on a draw, mixed as value_target says."""
-        def wdl(v: np.ndarray) -> np.ndarray:
-            v = np.clip(v.astype(np.float32), -1.0, 1.0)
-            return np.stack([np.maximum(v, 0), 1 - np.abs(v), np.maximum(-v, 0)], axis=1)
-        kind = self.cfg.learner.value_target
-        if kind in ("z", "q"):
-            return wdl(batch[kind])
-        return 0.5 * (wdl(batch["z"]) + wdl(batch["q"]))
-
     def step(self, batch: dict) -> dict[str, float]:
         game = self.game
         planes = game.encode(batch["states"])
@@ -113,19 +102,14 @@ class Learner:
     def _step(self, planes: np.ndarray, policy: np.ndarray, batch: dict) -> dict[str, float]:
         x = torch.from_numpy(planes).to(self.device, non_blocking=True).contiguous(memory_format=self.memory_format)
         target_pi = torch.from_numpy(policy).to(self.device, non_blocking=True)
-        wdl = self.model.value_outputs == 3
-        target = self.wdl_target(batch) if wdl else self.value_target(batch).astype(np.float32)
-        target_v = torch.from_numpy(target).to(self.device, non_blocking=True)
+        target_v = torch.from_numpy(self.value_target(batch).astype(np.float32)).to(self.device, non_blocking=True)
 
         self.trainable.train()
         with self.precision.autocast():
             logits, value = self.trainable(x)
         log_pi = F.log_softmax(logits.float(), dim=1)
         policy_loss = -(target_pi * log_pi).sum(dim=1).mean()
-        if wdl:  # cross-entropy against the target's probabilities
-            value_loss = -(target_v * F.log_softmax(value.float(), dim=1)).sum(dim=1).mean()
-        else:
-            value_loss = F.mse_loss(value.float(), target_v)
+        value_loss = F.mse_loss(value.float(), target_v)
         loss = policy_loss + value_loss
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()

@@ -36,19 +36,12 @@ class ResBlock(nn.Module):
         return F.relu(x + y)
 
 
-VALUE_OUTPUTS = {"scalar": 1, "wdl": 3}  # model.value_head: a tanh value, or win/draw/loss logits
-
-
 class PolicyValueNet(nn.Module):
-    """Input [N, planes, H, W] -> (policy logits [N, actions], value in [-1, 1] [N]).
-
-    A "wdl" value head ends in win/draw/loss logits; the value it answers is P(win) - P(loss). In training mode
-    it answers the logits [N, 3] instead, which the learner's cross-entropy reads."""
+    """Input [N, planes, H, W] -> (policy logits [N, actions], value in [-1, 1] [N])."""
 
     def __init__(self, planes: int, height: int, width: int, actions: int, channels: int, blocks: int,
-                 policy_filters: int = 32, value_filters: int = 32, value_hidden: int = 64, value_outputs: int = 1):
+                 policy_filters: int = 32, value_filters: int = 32, value_hidden: int = 64):
         super().__init__()
-        self.value_outputs = value_outputs
         self.stem = nn.Sequential(nn.Conv2d(planes, channels, 3, padding=1, bias=False),
                                   nn.BatchNorm2d(channels), nn.ReLU())
         self.trunk = nn.Sequential(*(ResBlock(channels) for _ in range(blocks)))
@@ -63,7 +56,7 @@ class PolicyValueNet(nn.Module):
     def _value_head(self, filters: int) -> nn.Sequential:
         return nn.Sequential(nn.Conv2d(self.channels, filters, 1, bias=False), nn.BatchNorm2d(filters), nn.ReLU(),
                              nn.Flatten(), nn.Linear(filters * self.cells, self.value_hidden), nn.ReLU(),
-                             nn.Linear(self.value_hidden, self.value_outputs))
+                             nn.Linear(self.value_hidden, 1), nn.Tanh())
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Load weights, first rebuilding a head whose filter count differs from the saved one.
@@ -73,10 +66,6 @@ class PolicyValueNet(nn.Module):
         trainer checks the head widths against its config before it gets here (Config.SHAPE_FIELDS).
         """
         device = next(self.parameters()).device
-        outputs = state_dict.get("value_head.6.weight")
-        if outputs is not None and outputs.shape[0] != self.value_outputs:  # a scalar head saved, a wdl one built
-            self.value_outputs = outputs.shape[0]
-            self.value_head = self._value_head(self.value_head[0].out_channels).to(device).train(self.training)
         for name, build in (("policy_head", self._policy_head), ("value_head", self._value_head)):
             saved = state_dict.get(f"{name}.0.weight")
             if saved is not None and saved.shape[0] != getattr(self, name)[0].out_channels:
@@ -88,20 +77,13 @@ class PolicyValueNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.trunk(self.stem(x))
-        out = self.value_head(h)
-        if self.value_outputs == 1:
-            return self.policy_head(h), torch.tanh(out.squeeze(-1))
-        if self.training:
-            return self.policy_head(h), out
-        wdl = torch.softmax(out.float(), dim=-1)
-        return self.policy_head(h), (wdl[:, 0] - wdl[:, 2]).to(out.dtype)
+        return self.policy_head(h), self.value_head(h).squeeze(-1)
 
 
 def build_model(game, channels: int, blocks: int, policy_filters: int = 32,
-                value_filters: int = 32, value_head: str = "scalar") -> PolicyValueNet:
+                value_filters: int = 32) -> PolicyValueNet:
     h, w = game.board_shape
-    return PolicyValueNet(game.num_planes, h, w, game.num_actions, channels, blocks, policy_filters, value_filters,
-                          value_outputs=VALUE_OUTPUTS[value_head])
+    return PolicyValueNet(game.num_planes, h, w, game.num_actions, channels, blocks, policy_filters, value_filters)
 
 
 def value_units_firing(model: PolicyValueNet, planes: torch.Tensor) -> float:
@@ -109,7 +91,7 @@ def value_units_firing(model: PolicyValueNet, planes: torch.Tensor) -> float:
 
     0 means a dead value head: it answers the same value for every position and search runs on the policy alone
     (learner.warmup_factor says how that happened). Runs the net as it plays (eval mode), without gradients."""
-    hidden = model.value_head[:-1]  # 1x1 conv, BatchNorm, ReLU, flatten, Linear, ReLU: the hidden units
+    hidden = model.value_head[:-2]  # 1x1 conv, BatchNorm, ReLU, flatten, Linear, ReLU: the hidden units
     with torch.no_grad():
         units = hidden(model.trunk(model.stem(planes)))
     return float((units.amax(dim=0) > 0).float().mean())

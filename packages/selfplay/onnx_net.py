@@ -76,13 +76,7 @@ def to_onnx(folded: PolicyValueNet) -> bytes:
     v = g.add("Relu", [g.conv(h, folded.value_head[0], "value.conv")], "value.relu")
     v = g.add("Relu", [g.linear(g.add("Flatten", [v], "value.flat", axis=1), folded.value_head[4], "value.hidden")],
               "value.hidden.relu")
-    v = g.linear(v, folded.value_head[6], "value.out")
-    if folded.value_outputs == 1:
-        v = g.add("Tanh", [v], "value.tanh")
-    else:  # P(win) - P(loss): the softmax's rows times [1, 0, -1]
-        v = g.add("Softmax", [v], "value.wdl", axis=1)
-        v = g.add("Gemm", [v, g.weight("value.expectation.weight", torch.tensor([[1.0, 0.0, -1.0]])),
-                           g.weight("value.expectation.bias", torch.zeros(1))], "value.expectation", transB=1)
+    v = g.add("Tanh", [g.linear(v, folded.value_head[6], "value.out")], "value.tanh")
     g.add("Flatten", [v], "value", axis=0)  # [N, 1] -> [1, N]; reshaped to [N] by the caller
 
     graph = helper.make_graph(
@@ -94,10 +88,6 @@ def to_onnx(folded: PolicyValueNet) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8  # readable by every onnxruntime since 1.10
     return model.SerializeToString()
-
-
-# a wdl head's last nodes (to_onnx): the value they compute from three logits stays in float32 when quantized
-FLOAT_TAIL = ["value.wdl", "value.expectation", "value"]
 
 
 class _QuietPreprocessingAdvice(logging.Filter):
@@ -131,8 +121,7 @@ def quantize_int8(model: bytes, calibration: np.ndarray) -> bytes:
             fp32, int8 = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
             fp32.write_bytes(model)
             quantize_static(str(fp32), str(int8), Planes(), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                            nodes_to_exclude=FLOAT_TAIL)  # 3 numbers a position: their precision is the value's
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
             return int8.read_bytes()
     finally:
         logging.getLogger().removeFilter(quiet)

@@ -134,7 +134,7 @@ def network_player(game: Game, config: dict, weights: dict, simulations: int, na
 
     cfg = from_dict(with_legacy_shape(config))
     m = cfg.model
-    model = build_model(game, m.channels, m.blocks, m.policy_filters, m.value_filters, m.value_head)
+    model = build_model(game, m.channels, m.blocks, m.policy_filters, m.value_filters)
     model.load_state_dict(weights)
     evaluator = NetworkEvaluator(model.eval(), inference_dtype(precision))
     return NetworkPlayer(game, evaluator, simulations, cfg.search.c_puct, name)
