@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_README_BYTES = 15 * 1024
 WALKTHROUGH_MARKER = "<!-- walkthrough: the node twin runs this block -->"
-BENCH_RESULT = ROOT / "bench/results/bench-20261128-172505.json"  # the README's "after N minutes" table
+BENCH_RESULT = ROOT / "bench/results/bench-20261202-125031.json"  # the README's "after N minutes" table
 
 
 def readme() -> str:
