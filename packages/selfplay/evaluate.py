@@ -212,6 +212,8 @@ def evaluate(evaluator, sets: list[PonsSet], simulations: int, c_puct: float = 1
         if breakdown:
             results[s.name]["breakdown"] = where_mcts_errs(evaluator, game, states, s.labels, mcts_move, policy_move)
     results["_meta"] = {"simulations": simulations, "seconds": time.perf_counter() - started}
+    if hasattr(evaluator, "numbers"):  # a NetworkEvaluator: fp32, bf16 or int8 (tests pass plain functions)
+        results["_meta"]["precision"] = evaluator.numbers
     return results
 
 
@@ -225,7 +227,9 @@ def format_table(results: dict) -> str:
                     f" {100 * r['mcts_weak']:>9.1f}% {100 * r['mcts_strong']:>11.1f}%"
                     f" {100 * r['mcts_weak_decidable']:>24.1f}% of {r['decidable_positions']:>5}")
     meta = results.get("_meta", {})
-    rows.append(f"(MCTS at {meta.get('simulations')} simulations, graded by bitbully; {meta.get('seconds', 0):.0f} s)")
+    numbers = f" in {meta['precision']}" if "precision" in meta else ""
+    rows.append(f"(MCTS at {meta.get('simulations')} simulations{numbers}, graded by bitbully; "
+                f"{meta.get('seconds', 0):.0f} s)")
     return "\n".join(rows)
 
 

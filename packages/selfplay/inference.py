@@ -67,6 +67,7 @@ class NetworkEvaluator:
         self.dtype = dtype
         self.runtime = pick_runtime(runtime, dtype, int8)
         self.int8 = int8
+        self.numbers = "int8" if int8 else "fp32" if dtype is None else "bf16"  # what its forward pass computes in
         # int8: the planes last evaluated, on which a refresh measures the activations' ranges (fp32 until then)
         self.calibration: np.ndarray | None = None
         self.refresh(model)

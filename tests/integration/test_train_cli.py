@@ -184,6 +184,13 @@ def test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkp
     audited = data["selfplay_audit"]
     assert sum(audited["from_the_empty_board"].values()) + sum(audited["after_a_random_opening"].values()) == 4
     assert all(0 <= audited["changed_by_kind"][kind] <= n for kind, n in audited["moves_by_kind"].items())
+    # graded as int8 actors play it: quantized on the leaves of a first search, and the table says so
+    int8 = selfplay("eval", "--checkpoint", str(run), "--positions", "10", "--simulations", "4", "--precision", "int8",
+                    "--json", str(tmp_path / "int8.json"))
+    assert int8.returncode == 0, int8.stderr
+    assert re.search(r"^\(MCTS at 4 simulations in int8, graded by bitbully; \d+ s\)$", int8.stdout, flags=re.M)
+    assert json.loads((tmp_path / "int8.json").read_text())["_meta"]["precision"] == "int8"
+    assert data["_meta"]["precision"] in ("fp32", "bf16")  # auto
     refused = selfplay("eval", "--checkpoint", str(run), "--selfplay-games", "-1")
     assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
         "selfplay: error: --selfplay-games=-1: give a number of games, or 0 for none"], refused.stderr

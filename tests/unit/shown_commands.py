@@ -216,6 +216,8 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^python -m selfplay check", CHECK),
     (r"^(\S+=\S+ )*python -m selfplay launch", DISTRIBUTED),
     (r"^selfplay [a-z/]+( --config)?$", VERB_HELP),
+    (r"^selfplay eval --precision int8$", Proven("tests/integration/test_train_cli.py::"
+                                                 "test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkpoint")),
     (r"^gantry build --ca-cert", Proven("tests/docker/test_images.py::test_missing_certificate_is_named")),
     (r"^(\.venv/bin/)?gantry (preflight|destroy -y)$", Proven("tests/launcher/test_launcher_cli.py::"
                                                                "test_make_shows_gantrys_status_and_the_console_script_returns_it")),

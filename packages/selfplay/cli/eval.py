@@ -12,6 +12,7 @@ from selfplay.games import make_game
 
 NAME = "eval"
 HELP = "grade a checkpoint on the Pons test sets (weak/strong error, policy and MCTS)"
+INT8_CALIBRATION_POSITIONS = 20  # per set: --precision int8 measures its ranges on the leaves of their search
 
 
 def add_arguments(parser) -> None:
@@ -20,7 +21,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--simulations", type=int, default=0,
                         help="MCTS simulations per move (default: eval.simulations)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "int8"), default="auto",
+                        help="the numbers the net computes in: auto (bf16 where the CPU has it, else fp32), or int8 as "
+                             "int8 actors play (ONNX Runtime, its ranges measured on this search's own leaves)")
     parser.add_argument("--pons-dir", default="", help="folder of the Pons sets (default: found automatically)")
     parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument("--breakdown", action="store_true",
@@ -49,13 +52,23 @@ def run(args, _overrides) -> int:
         raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
     torch.set_num_threads(args.threads)
 
-    def network_of(weights: dict) -> NetworkEvaluator:
-        model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks)
-        model.load_state_dict(weights)
-        return NetworkEvaluator(model.eval(), inference_dtype(args.precision))
-
-    sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
+    pons_dir = evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir)
+    sets = evaluate.load_sets(pons_dir, args.positions)
     sims = args.simulations or cfg.eval.simulations
+
+    def network_of(weights: dict) -> NetworkEvaluator:
+        model = build_model(make_game("connect4"), cfg.model.channels, cfg.model.blocks).eval()
+        model.load_state_dict(weights)
+        if args.precision != "int8":
+            return NetworkEvaluator(model, inference_dtype(args.precision))
+        # as an actor: fp32 until it has evaluated a batch of leaves, then quantized with the ranges measured on that
+        # batch; here the last batch of the same search over the first positions of each set
+        network = NetworkEvaluator(model, None, "onnxruntime", int8=True)
+        evaluate.evaluate(network, evaluate.load_sets(pons_dir, min(INT8_CALIBRATION_POSITIONS, args.positions)),
+                          sims, cfg.search.c_puct)
+        network.refresh(model)
+        return network
+
     network = network_of(saved.playing_weights())
     result = evaluate.evaluate(network, sets, sims, cfg.search.c_puct, args.breakdown)
     result["_meta"].update(checkpoint=str(path), step=saved.step)
