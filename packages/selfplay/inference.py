@@ -23,8 +23,9 @@ from .model import PolicyValueNet, fold_batchnorm
 def runs_int8(precision: str, runtime: str = "auto") -> bool:
     """Whether the actors run ONNX Runtime's int8 graph: asked for (actors.precision=int8), or auto on a CPU with
     VNNI and no bf16, where it played 1.4x the games of the fp32 graph in 30 minutes and lowered the error on two
-    seeds (bench/RESULTS.md). Auto leaves an AVX2 CPU without VNNI in fp32: unmeasured there, and its 8-bit products
-    can saturate. Grading and the arena run fp32 whatever this says (hardware.inference_dtype)."""
+    seeds (bench/RESULTS.md). Auto leaves an AVX2 CPU without VNNI in fp32: its 8-bit products can saturate, and on
+    the AVX2-only EPYC int8 actors gave 1.2x the steps but lowered the error on one seed of two. Grading and the arena
+    run fp32 whatever this says (hardware.inference_dtype), unless `selfplay eval --precision int8` asks."""
     if precision == "int8":
         return True
     return (precision == "auto" and runtime != "torch" and not cpu_has_native_bf16() and cpu_has_vnni()

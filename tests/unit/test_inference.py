@@ -102,7 +102,7 @@ def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_
     ({"avx2", "avx_vnni"}, "auto", "auto", True),
     ({"avx2", "avx512_vnni", "avx512_bf16"}, "auto", "auto", False),  # bf16 on torch is faster still
     ({"avx2", "amx_bf16"}, "auto", "auto", False),
-    ({"fma", "avx2"}, "auto", "auto", False),                        # no VNNI: unmeasured, can saturate
+    ({"fma", "avx2"}, "auto", "auto", False),                        # no VNNI: can saturate, one seed of two
     ({"avx2", "avx512_vnni"}, "auto", "torch", False),                # asked for torch: fp32 on torch
     ({"avx2", "avx512_vnni"}, "fp32", "auto", False),
     ({"fma", "avx2"}, "int8", "auto", True),                          # asked for: anywhere
