@@ -34,9 +34,12 @@ def runs_int8(precision: str, runtime: str = "auto") -> bool:
 
 def actor_numbers(precision: str, runtime: str = "auto") -> str:
     """What an actor's own net computes in: "int8" (runs_int8), "bf16" (hardware.inference_dtype) or "fp32"."""
-    if runs_int8(precision, runtime):
-        return "int8"
-    return "fp32" if inference_dtype(precision) is None else "bf16"
+    return numbers_of(runs_int8(precision, runtime), inference_dtype(precision))
+
+
+def numbers_of(int8: bool, dtype: torch.dtype | None) -> str:
+    """The name of what a forward pass computes in: "int8", "bf16" or "fp32"."""
+    return "int8" if int8 else "fp32" if dtype is None else "bf16"
 
 
 def pick_runtime(requested: str, dtype: torch.dtype | None, int8: bool = False) -> str:
@@ -68,7 +71,7 @@ class NetworkEvaluator:
         self.dtype = dtype
         self.runtime = pick_runtime(runtime, dtype, int8)
         self.int8 = int8
-        self.numbers = "int8" if int8 else "fp32" if dtype is None else "bf16"  # what its forward pass computes in
+        self.numbers = numbers_of(int8, dtype)
         # int8: the planes last evaluated, on which a refresh measures the activations' ranges (fp32 until then)
         self.calibration: np.ndarray | None = None
         self.refresh(model)

@@ -52,8 +52,7 @@ def run(args, _overrides) -> int:
         raise ConfigError(f"{path} plays {cfg.game.name}: the Pons test sets grade connect4 checkpoints only")
     torch.set_num_threads(args.threads)
 
-    pons_dir = evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir)
-    sets = evaluate.load_sets(pons_dir, args.positions)
+    sets = evaluate.load_sets(evaluate.find_pons_dir(args.pons_dir or cfg.eval.pons_dir), args.positions)
     sims = args.simulations or cfg.eval.simulations
 
     def network_of(weights: dict) -> NetworkEvaluator:
@@ -64,8 +63,9 @@ def run(args, _overrides) -> int:
         # as an actor: fp32 until it has evaluated a batch of leaves, then quantized with the ranges measured on that
         # batch; here the last batch of the same search over the first positions of each set
         network = NetworkEvaluator(model, None, "onnxruntime", int8=True)
-        evaluate.evaluate(network, evaluate.load_sets(pons_dir, min(INT8_CALIBRATION_POSITIONS, args.positions)),
-                          sims, cfg.search.c_puct)
+        first = [evaluate.PonsSet(s.name, s.moves[:INT8_CALIBRATION_POSITIONS], s.labels[:INT8_CALIBRATION_POSITIONS])
+                 for s in sets]
+        evaluate.evaluate(network, first, sims, cfg.search.c_puct)
         network.refresh(model)
         return network
 
