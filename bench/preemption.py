@@ -34,6 +34,7 @@ from pathlib import Path
 from launch_contract import SPOT_NOTICE_SECONDS, STOP_GRACE_SECONDS
 from selfplay import checkpoint
 from selfplay.config import LearnerConfig
+from selfplay.errors import SelfplayError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the GCS server the tests run against
 from gcs_server import gcs_server  # noqa: E402
@@ -119,11 +120,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", required=True,
                     help="a checkpoint of the default Connect Four config with a full replay buffer, or its run folder")
-    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=10, help="trials, each from the previous one's checkpoint (>= 1)")
     ap.add_argument("--image", default="gantry-trainer:test-cpu", help="the kit's CPU image (make test builds this tag)")
     args = ap.parse_args()
-    start = checkpoint.resolve(args.checkpoint)
-    saved = checkpoint.load(start)
+    if args.trials < 1:
+        ap.error(f"--trials {args.trials}: pass 1 or more (each trial is one preemption)")
+    try:
+        start = checkpoint.resolve(args.checkpoint)
+        saved = checkpoint.load(start)
+    except SelfplayError as e:  # one line that names the fix, as the trainer's own command line says it
+        raise SystemExit(str(e)) from None
     capacity = LearnerConfig().replay_capacity
     if len(saved.replay["z"]) < capacity:
         raise SystemExit(f"{start}: its replay buffer holds {len(saved.replay['z'])} of {capacity} positions; pass a "
