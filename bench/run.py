@@ -31,6 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from gantry.errors import GantryError
+from launch_contract import STATS_FILE
 from selfplay import arena, checkpoint, evaluate, perfect_play, players, plot
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig
@@ -246,7 +247,7 @@ def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
 
 def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict:
     """Pons error of each checkpoint of a run against the minutes it had trained; the last also at ``final_sims``."""
-    stats = [json.loads(ln) for ln in (run_dir / "stats.jsonl").read_text().splitlines()]
+    stats = [json.loads(ln) for ln in (run_dir / STATS_FILE).read_text().splitlines()]
     t0 = stats[0]["time"] if stats else 0
     curve = []
     paths = checkpoint.list_checkpoints(run_dir)
@@ -336,11 +337,19 @@ def new_run_dir(name: str) -> Path:
     return claim_new(Path("runs") / name, lambda p: p.mkdir(parents=True))
 
 
+def seed_list(text: str) -> list[int]:
+    """--seeds: whole numbers, comma-separated."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: pass whole numbers separated by commas, e.g. 1337,2") from None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
     ap.add_argument("--train-minutes", type=float, default=0, help="also train Connect Four this long, then grade")
-    ap.add_argument("--seeds", default="1337,2", help="one training run per seed (--train-minutes), one after the other")
+    ap.add_argument("--seeds", type=seed_list, default="1337,2", help="one training run per seed (--train-minutes), one after the other")
     ap.add_argument("--train-args", default="", help="extra trainer flags for the training runs (an A/B arm); write --train-args='--a=1 --b=2'")
     ap.add_argument("--from-run", default="", help="grade these runs' checkpoints (comma-separated) instead of training")
     ap.add_argument("--positions", type=int, default=1000, help="Pons positions per set when grading")
@@ -363,6 +372,12 @@ def main() -> int:
     ap.add_argument("--fp32-case", type=float, default=0, help=argparse.SUPPRESS)  # fp32_isa's child process
     ap.add_argument("--fp32-runtime", default="torch", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.train_minutes < 0:
+        ap.error(f"--train-minutes {args.train_minutes:g}: pass 0 (no training) or more")
+    run_dirs = [Path(r) for r in args.from_run.split(",") if r]
+    for d in run_dirs:  # refused now, not after the throughput cases
+        if not (d / STATS_FILE).is_file():
+            ap.error(f"--from-run {d}: no {STATS_FILE} there; pass the run folders a training left (runs/bench-*)")
     torch.set_num_threads(1)
     if args.fp32_case:
         ch, bl, games = (8, 1, 16) if args.quick else (32, 4, 128)
@@ -417,17 +432,26 @@ def main() -> int:
     if args.placement_seconds:
         report["inference_placement"] = inference_placement(timed_config, placement_s, quick_run)
 
-    run_dirs = [Path(r) for r in args.from_run.split(",") if r]
     # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32
     isa_env, isa_args = (AVX2_ONLY_ENV, ["--actors.precision=fp32", "--learner.precision=fp32"]) \
         if args.avx2_only else ({}, [])
     if args.train_minutes and not run_dirs:
-        for seed in (int(x) for x in args.seeds.split(",")):
+        for seed in args.seeds:
             run_dirs.append(new_run_dir(f"bench-{stamp}-seed{seed}"))
-            subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
-                            f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}", f"--run.max_minutes={args.train_minutes}",
-                            "--run.checkpoint_every_minutes=5", "--run.keep_checkpoints=100",  # the ladder's rungs
-                            *isa_args, *args.train_args.split()], env={**os.environ, **isa_env}, check=True)
+            trained = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
+                                      f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}",
+                                      f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
+                                      "--run.keep_checkpoints=100",  # the ladder's rungs
+                                      *isa_args, *args.train_args.split()], env={**os.environ, **isa_env}, check=False)
+            if trained.returncode:  # the trainer said why in its own line above; nothing it wrote is removed
+                stopped = run_dirs.pop()
+                if not any(stopped.iterdir()):
+                    stopped.rmdir()  # refused before it wrote anything
+                done = ",".join(str(d) for d in run_dirs)
+                print(f"bench: the training of seed {seed} stopped (exit {trained.returncode})"
+                      + (f"; {stopped} keeps what it wrote" if stopped.exists() else "")
+                      + (f"; grade the finished runs with --from-run {done}" if done else ""), file=sys.stderr)
+                return trained.returncode
     if run_dirs:
         runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
         if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)

@@ -1,6 +1,8 @@
-"""bench.preemption refuses what it cannot measure in one line, before it asks the Docker engine for anything: a
-missing checkpoint, one whose replay buffer is not full (a trial must write the full 200,000 positions), no trials."""
+"""The bench commands refuse what they cannot measure in one line, before anything is measured: `make bench`
+(bench.run) bad seeds, a run folder that is not one, trainer flags the trainer refuses; bench.preemption a missing
+checkpoint, one whose replay buffer is not full (a trial must write the full 200,000 positions), no trials."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +16,14 @@ from selfplay.replay import ReplayBuffer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def preemption(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench.preemption", *args], cwd=ROOT, capture_output=True,
+def bench(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", f"bench.{module}", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+def preemption(*args: str) -> subprocess.CompletedProcess:
+    return bench("preemption", *args)
 
 
 def refused_in_one_line(result: subprocess.CompletedProcess, status: int, *words: str) -> None:
@@ -45,3 +52,21 @@ def test_a_checkpoint_whose_replay_buffer_is_not_full_is_refused_naming_what_fil
 
 def test_no_trials_is_a_usage_error(tmp_path):
     refused_in_one_line(preemption("--checkpoint", str(tmp_path), "--trials", "0"), 2, "--trials 0", "1 or more")
+
+
+def test_make_bench_refuses_seeds_that_are_not_whole_numbers():
+    refused_in_one_line(bench("run", "--seeds", "1337,x", "--train-minutes", "1", "--skip-throughput"), 2,
+                        "--seeds", "1337,2")
+
+
+def test_make_bench_refuses_a_run_folder_without_a_training_in_it(tmp_path):
+    refused_in_one_line(bench("run", "--from-run", str(tmp_path), "--skip-throughput"), 2, str(tmp_path),
+                        "stats.jsonl")
+
+
+def test_make_bench_stops_with_the_trainers_status_when_it_refuses_the_arms_flags_and_leaves_no_empty_run(tmp_path):
+    result = bench("run", "--seeds", "5", "--train-minutes", "1", "--skip-throughput",
+                   "--train-args=--search.simulation=3", cwd=tmp_path)
+    refused_in_one_line(result, 2, "training of seed 5 stopped (exit 2)")
+    assert "unknown key search.simulation" in result.stderr  # the trainer's own line, above bench's
+    assert list((tmp_path / "runs").iterdir()) == []
