@@ -17,13 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]  # bench/ from any cwd
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.run([sys.executable, "-m", f"bench.{module}", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
-
-
-def preemption(*args: str) -> subprocess.CompletedProcess:
-    return bench("preemption", *args)
 
 
 def refused_in_one_line(result: subprocess.CompletedProcess, status: int, *words: str) -> None:
@@ -34,7 +31,7 @@ def refused_in_one_line(result: subprocess.CompletedProcess, status: int, *words
 
 
 def test_a_missing_checkpoint_is_refused_in_one_line(tmp_path):
-    refused_in_one_line(preemption("--checkpoint", str(tmp_path / "nothing-here")), 1, "not found",
+    refused_in_one_line(bench("preemption", "--checkpoint", str(tmp_path / "nothing-here")), 1, "not found",
                         "a run directory")
 
 
@@ -46,12 +43,12 @@ def test_a_checkpoint_whose_replay_buffer_is_not_full_is_refused_naming_what_fil
                np.zeros(3, np.float32), np.zeros(3, np.int64))
     checkpoint.save(tmp_path, checkpoint.Checkpoint(step=7, config=Config().to_dict(), model={},
                                                     replay=replay.state_dict()))
-    refused_in_one_line(preemption("--checkpoint", str(tmp_path)), 1,
+    refused_in_one_line(bench("preemption", "--checkpoint", str(tmp_path)), 1,
                         f"holds 3 of {LearnerConfig().replay_capacity} positions", "trained longer")
 
 
 def test_no_trials_is_a_usage_error(tmp_path):
-    refused_in_one_line(preemption("--checkpoint", str(tmp_path), "--trials", "0"), 2, "--trials 0", "1 or more")
+    refused_in_one_line(bench("preemption", "--checkpoint", str(tmp_path), "--trials", "0"), 2, "--trials 0", "1 or more")
 
 
 def test_make_bench_refuses_seeds_that_are_not_whole_numbers():
