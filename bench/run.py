@@ -6,13 +6,15 @@
     make bench ARGS="--from-run runs/a,runs/b"   # grade existing runs' checkpoints instead of training
     make bench ARGS="--from-run runs/a --arena-games 100 --skip-throughput"  # plus the run's Elo ladder
 
+Ctrl-C stops it: a training checkpoints first, and the line bench ends with names the runs to grade with --from-run.
+
 Throughput is measured in this process on one core (torch and numpy single-threaded), with
 the exact evaluator the actors use. Ratios against alpha-zero-general use its figures measured
 on a 2-core machine like ours: 97 simulations/s per core with its default 512-channel net and
 1,274/s with a 64-channel one (batch-1 network calls). The whole-machine pace is priced per million positions
 as the C4 of as many vCPUs, beside the paces recorded for other shapes (per_dollar.py).
 
-One file of ~430 lines on purpose: main calls each case top to bottom, as the JSON lists them.
+One file of ~550 lines on purpose: measure() calls each case top to bottom, as the JSON lists them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +41,7 @@ from selfplay.config import EvalConfig
 from selfplay.config_io import load, resolve_config
 from selfplay.distributed import DistInfo
 from selfplay.elo import wilson
+from selfplay.errors import ExitStatus
 from selfplay.games import make_game
 from selfplay.hardware import Precision, cpu_has_native_bf16, inference_dtype, pick_precision
 from selfplay.inference import NetworkEvaluator, runs_int8
@@ -345,6 +349,25 @@ def seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: pass whole numbers separated by commas, e.g. 1337,2") from None
 
 
+def train_seed(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
+    """One seed's training; its exit status and whether the user stopped it. Ctrl-C (or SIGTERM) is passed to the
+    trainer, which checkpoints and exits 0, and bench waits for that checkpoint: subprocess.run would kill the
+    trainer 0.25 s into the KeyboardInterrupt, mid-write, and bench would go on as if the run had finished."""
+    stopped: list[int] = []
+    with subprocess.Popen(cmd, env=env) as trainer:
+        def forward(signum, _frame):  # a terminal's Ctrl-C reaches the trainer too: twice is the same stop
+            stopped.append(signum)
+            trainer.send_signal(signum)
+
+        previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            code = trainer.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return code, bool(stopped)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20, help="measuring time per throughput case")
@@ -378,12 +401,24 @@ def main() -> int:
     for d in run_dirs:  # refused now, not after the throughput cases
         if not (d / STATS_FILE).is_file():
             ap.error(f"--from-run {d}: no {STATS_FILE} there; pass the run folders a training left (runs/bench-*)")
-    torch.set_num_threads(1)
-    if args.fp32_case:
+    if args.fp32_case:  # fp32_isa's child: one case, its line of JSON
+        torch.set_num_threads(1)
         ch, bl, games = (8, 1, 16) if args.quick else (32, 4, 128)
         r = selfplay_throughput(ch, bl, games, 8 if args.quick else 64, args.fp32_case, 1.0, None, args.fp32_runtime)
         print(json.dumps({**r, "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
         return 0
+    try:
+        return measure(args, run_dirs)
+    except KeyboardInterrupt:  # Ctrl-C anywhere; in a training, once the trainer has checkpointed (train_seed)
+        kept = ",".join(str(d) for d in run_dirs)
+        print("bench: stopped; no result written"
+              + (f"; grade the runs with --from-run {kept}" if kept else ""), file=sys.stderr)
+        return ExitStatus.INTERRUPTED
+
+
+def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
+    """Each case the flags ask for, top to bottom; ``run_dirs`` grows with each training (main names them on Ctrl-C)."""
+    torch.set_num_threads(1)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "when": stamp}
@@ -438,20 +473,24 @@ def main() -> int:
     if args.train_minutes and not run_dirs:
         for seed in args.seeds:
             run_dirs.append(new_run_dir(f"bench-{stamp}-seed{seed}"))
-            trained = subprocess.run([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
-                                      f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}",
-                                      f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
-                                      "--run.keep_checkpoints=100",  # the ladder's rungs
-                                      *isa_args, *args.train_args.split()], env={**os.environ, **isa_env}, check=False)
-            if trained.returncode:  # the trainer said why in its own line above; nothing it wrote is removed
-                stopped = run_dirs.pop()
-                if not any(stopped.iterdir()):
-                    stopped.rmdir()  # refused before it wrote anything
+            code, stopped = train_seed([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
+                                        f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}",
+                                        f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
+                                        "--run.keep_checkpoints=100",  # the ladder's rungs
+                                        *isa_args, *args.train_args.split()], {**os.environ, **isa_env})
+            if stopped:  # checkpointed as it stopped: gradable like the finished runs, which main names
+                if not any(run_dirs[-1].iterdir()):
+                    run_dirs.pop().rmdir()  # stopped before it wrote anything
+                raise KeyboardInterrupt
+            if code:  # the trainer said why in its own line above; nothing it wrote is removed
+                failed_run = run_dirs.pop()
+                if not any(failed_run.iterdir()):
+                    failed_run.rmdir()  # refused before it wrote anything
                 done = ",".join(str(d) for d in run_dirs)
-                print(f"bench: the training of seed {seed} stopped (exit {trained.returncode})"
-                      + (f"; {stopped} keeps what it wrote" if stopped.exists() else "")
+                print(f"bench: the training of seed {seed} stopped (exit {code})"
+                      + (f"; {failed_run} keeps what it wrote" if failed_run.exists() else "")
                       + (f"; grade the finished runs with --from-run {done}" if done else ""), file=sys.stderr)
-                return trained.returncode
+                return code
     if run_dirs:
         runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
         if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
