@@ -478,17 +478,16 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
                                         f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
                                         "--run.keep_checkpoints=100",  # the ladder's rungs
                                         *isa_args, *args.train_args.split()], {**os.environ, **isa_env})
+            wrote = any(run_dirs[-1].iterdir())
+            if (stopped or code) and not wrote:
+                run_dirs.pop().rmdir()  # stopped or refused before it wrote anything
             if stopped:  # checkpointed as it stopped: gradable like the finished runs, which main names
-                if not any(run_dirs[-1].iterdir()):
-                    run_dirs.pop().rmdir()  # stopped before it wrote anything
                 raise KeyboardInterrupt
             if code:  # the trainer said why in its own line above; nothing it wrote is removed
-                failed_run = run_dirs.pop()
-                if not any(failed_run.iterdir()):
-                    failed_run.rmdir()  # refused before it wrote anything
+                failed_run = run_dirs.pop() if wrote else None
                 done = ",".join(str(d) for d in run_dirs)
                 print(f"bench: the training of seed {seed} stopped (exit {code})"
-                      + (f"; {failed_run} keeps what it wrote" if failed_run.exists() else "")
+                      + (f"; {failed_run} keeps what it wrote" if failed_run else "")
                       + (f"; grade the finished runs with --from-run {done}" if done else ""), file=sys.stderr)
                 return code
     if run_dirs:
