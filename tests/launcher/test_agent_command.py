@@ -88,7 +88,9 @@ def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_cop
     run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
            "sync_seconds": 1, "stats_file": "metrics.json", "node_addrs": ["127.0.0.1"]}
     metadata.set_attribute(RUN_KEY, spec("r5", **run))
-    report = wait_until(lambda: (node.report().get("step") or 0) > 42 and node.report(), what="the program's step")
+    # the step (from the stats file) and the last line (from the log) reach the report on separate reads: wait for both
+    report = wait_until(lambda: (node.report().get("step") or 0) > 42 and node.report().get("last_line") and node.report(),
+                        what="the program's step and its last line")
     assert report["state"] == "running" and "resumed from step 40" in node.output()  # restored before it started
     assert report["figures"]["iteration"] == report["step"] and set(report["figures"]) == {"iteration", "loss", "lr"}
     assert report["last_line"].startswith("iteration ") and abs(report["last_line_at"] - time.time()) < 30
