@@ -8,9 +8,16 @@ net connects four, or when the net's move gives up the win (the solver then scor
 or better). Positions reached by different move orders are searched once, so the walk costs as many searches as
 there are distinct positions, while the line count is that of every move sequence.
 
-    lines explored:  every sequence of moves from the empty board to the end of such a game
+The walk stops at the end of the ply in which the net first gives up the win: the verdict is then known, and the rest
+of a weak net's tree is the costly part (a 1-hour AVX2 net at 600 simulations first lost a line with its 7th stone,
+then searched 7.3k positions in 7 minutes, 9 lines lost, the tree still doubling each ply; bench/RESULTS.md). A net
+that keeps the win is walked whole.
+
+    lines explored:  every sequence of moves from the empty board to the end of such a game (for a net that gave
+                     up the win: those that ended by the ply where it first did)
     wins:            the lines the net won
     first_loss:      the shortest line (then the lowest columns) whose last move, the net's, gave up the win
+    stopped_at_ply:  the ply (moves played) of first_loss, where the walk stopped; None when it walked every line
 """
 
 from __future__ import annotations
@@ -77,15 +84,19 @@ def check_first_player(choose: ChooseMoves, start: list[int] = (), max_positions
                     level[key][1] += count
                 else:
                     level[key] = [[*line, col], count, replied.states[j]]
+        if first_loss is not None:  # the verdict is known: a weak net's remaining tree would cost the most
+            break
         if level:
             progress(f"perfect play: ply {len(entries[0][0]) + 2}: {len(level)} positions for the net to move, "
                      f"{lines} lines ended so far ({wins} won), {time.perf_counter() - started:.0f} s")
     return {"lines": lines, "wins": wins, "positions_searched": searched, "first_loss": first_loss,
-            "perfect": wins == lines and first_loss is None, "seconds": time.perf_counter() - started}
+            "perfect": wins == lines and first_loss is None,
+            "stopped_at_ply": None if first_loss is None else len(first_loss), "seconds": time.perf_counter() - started}
 
 
 def format_result(result: dict, simulations: int) -> str:
-    verdict = "kept the forced win in every line" if result["perfect"] else \
-        f"gave up the win; first in {' '.join(str(c) for c in result['first_loss'])} (0-indexed columns)"
+    verdict = "kept the forced win in every line" if result["perfect"] else (
+        f"gave up the win; first in {' '.join(str(c) for c in result['first_loss'])} (0-indexed columns; the walk "
+        f"stopped at that ply)")
     return (f"perfect first-player play at {simulations} simulations: {result['wins']} of {result['lines']} lines won, "
             f"{result['positions_searched']} positions searched, {result['seconds']:.0f} s: {verdict}")

@@ -91,6 +91,7 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
         walk = run["perfect_play"]
         assert walk["checkpoint"] == last["checkpoint"] and walk["simulations"] == 30
         assert 0 <= walk["wins"] <= walk["lines"] and walk["perfect"] == (walk["first_loss"] is None)
+        assert walk["stopped_at_ply"] == (None if walk["perfect"] else len(walk["first_loss"]))
         assert run["hourly_graded_at"] == []  # minutes old, so no whole hour to grade
         for row in rows:
             error = last[row["set"]]["mcts_weak"]

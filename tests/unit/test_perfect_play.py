@@ -1,4 +1,5 @@
-"""Perfect first-player play: the walk counts every best-defence line, and names the line a weak player lost."""
+"""Perfect first-player play: the walk counts every best-defence line, and names the line a weak player lost (and
+stops there)."""
 
 import numpy as np
 import pytest
@@ -72,6 +73,27 @@ def test_a_move_that_gives_up_the_win_ends_its_line_and_is_named():
                                              progress=lambda _: None)
     assert result == {**result, "lines": 1, "wins": 0, "perfect": False, "first_loss": [*start, worst]}
     assert "gave up the win; first in" in perfect_play.format_result(result, 25)
+
+
+def test_the_walk_stops_at_the_ply_where_the_net_first_gives_up_the_win():
+    start = branching_position()
+    whole = perfect_play.check_first_player(oracle, start, progress=lambda _: None)
+
+    def blunders_once(states: np.ndarray, lines: list[list[int]]) -> np.ndarray:
+        """The solver's moves, but the worst one in the first (lowest-columns) line of its second move."""
+        moves = [best_move(line) for line in lines]
+        if len(lines[0]) == len(start) + 2:
+            scores = scores_after(lines[0])
+            moves[0] = min(scores, key=lambda c: (scores[c], c))
+        return np.array(moves)
+
+    result = perfect_play.check_first_player(blunders_once, start, progress=lambda _: None)
+    assert not result["perfect"] and result["stopped_at_ply"] == len(result["first_loss"]) == len(start) + 3
+    # the start and the second move's positions were searched, and nothing deeper: the other lines were not walked on
+    first = best_move(start)
+    defences = scores_after([*start, first])
+    assert result["positions_searched"] == 1 + sum(s == max(defences.values()) for s in defences.values())
+    assert result["positions_searched"] < whole["positions_searched"] and whole["stopped_at_ply"] is None
 
 
 def test_a_start_without_a_forced_win_and_a_tree_past_its_guard_are_refused():
