@@ -17,7 +17,12 @@ that keeps the win is walked whole.
                      up the win: those that ended by the ply where it first did)
     wins:            the lines the net won
     first_loss:      the shortest line (then the lowest columns) whose last move, the net's, gave up the win
-    stopped_at_ply:  the ply (moves played) of first_loss, where the walk stopped; None when it walked every line
+    perfect:         every line won; None when the guard (max_positions) ended the walk before a verdict
+    stopped_at_ply:  the ply (moves played) where the walk stopped: first_loss's, or the guard's; None when it walked
+                     every line
+
+The guard ends the walk without a verdict rather than raising: a caller such as `make bench` calls it after hours
+of training and grading, and writes what was counted instead of a traceback.
 """
 
 from __future__ import annotations
@@ -51,10 +56,13 @@ def check_first_player(choose: ChooseMoves, start: list[int] = (), max_positions
     level = {root.tobytes(): [list(start), 1, root]}
     lines = wins = searched = 0
     first_loss: list[int] | None = None
+    guard_ply: int | None = None  # the ply where the guard ended the walk, if it did
     while level:
         if searched + len(level) > max_positions:
-            raise EvalError(f"the defender tree passed {max_positions} positions at ply "
-                            f"{len(next(iter(level.values()))[0])}: raise max_positions to finish the walk")
+            guard_ply = len(next(iter(level.values()))[0])
+            progress(f"perfect play: the defender tree passed {max_positions} positions at ply {guard_ply}: "
+                     f"no verdict (check_first_player's max_positions raises the guard)")
+            break
         entries = sorted(level.values(), key=lambda e: e[0])  # lowest columns first: first_loss is then stable
         states = np.stack([e[2] for e in entries])
         chosen = choose(states, [e[0] for e in entries])
@@ -90,13 +98,19 @@ def check_first_player(choose: ChooseMoves, start: list[int] = (), max_positions
             progress(f"perfect play: ply {len(entries[0][0]) + 2}: {len(level)} positions for the net to move, "
                      f"{lines} lines ended so far ({wins} won), {time.perf_counter() - started:.0f} s")
     return {"lines": lines, "wins": wins, "positions_searched": searched, "first_loss": first_loss,
-            "perfect": wins == lines and first_loss is None,
-            "stopped_at_ply": None if first_loss is None else len(first_loss), "seconds": time.perf_counter() - started}
+            "perfect": None if guard_ply is not None else wins == lines and first_loss is None,
+            "stopped_at_ply": guard_ply if first_loss is None else len(first_loss),
+            "seconds": time.perf_counter() - started}
 
 
 def format_result(result: dict, simulations: int) -> str:
-    verdict = "kept the forced win in every line" if result["perfect"] else (
-        f"gave up the win; first in {' '.join(str(c) for c in result['first_loss'])} (0-indexed columns; the walk "
-        f"stopped at that ply)")
+    if result["perfect"] is None:
+        verdict = (f"no verdict: the defender tree passed the walk's guard at ply {result['stopped_at_ply']} "
+                   f"(check_first_player's max_positions)")
+    elif result["perfect"]:
+        verdict = "kept the forced win in every line"
+    else:
+        verdict = (f"gave up the win; first in {' '.join(str(c) for c in result['first_loss'])} (0-indexed columns; "
+                   f"the walk stopped at that ply)")
     return (f"perfect first-player play at {simulations} simulations: {result['wins']} of {result['lines']} lines won, "
             f"{result['positions_searched']} positions searched, {result['seconds']:.0f} s: {verdict}")

@@ -96,8 +96,15 @@ def test_the_walk_stops_at_the_ply_where_the_net_first_gives_up_the_win():
     assert result["positions_searched"] < whole["positions_searched"] and whole["stopped_at_ply"] is None
 
 
-def test_a_start_without_a_forced_win_and_a_tree_past_its_guard_are_refused():
+def test_a_start_without_a_forced_win_is_refused():
     with pytest.raises(EvalError, match="no forced win"):
         perfect_play.check_first_player(oracle, [3], progress=lambda _: None)  # after the centre the mover loses
-    with pytest.raises(EvalError, match="raise max_positions"):
-        perfect_play.check_first_player(oracle, [], max_positions=1, progress=lambda _: None)
+
+
+def test_a_tree_past_its_guard_ends_the_walk_without_a_verdict_and_keeps_what_it_counted():
+    said = []
+    result = perfect_play.check_first_player(oracle, [], max_positions=1, progress=said.append)
+    # the empty board was searched; the defences after the net's first stone would pass the guard of 1
+    assert result == {**result, "positions_searched": 1, "perfect": None, "stopped_at_ply": 2, "first_loss": None}
+    assert "passed 1 positions at ply 2" in said[-1]
+    assert "no verdict" in perfect_play.format_result(result, 25)
