@@ -86,6 +86,7 @@ class SelfPlayWorker:
         self.h_q = np.zeros((B, T), dtype=np.float32)
         self.h_version = np.zeros((B, T), dtype=np.int64)
         self.h_recorded = np.zeros((B, T), dtype=bool)
+        self.progress: float | None = None  # of the run's budget (RunConfig.budget_progress), for the openings
         self.opening = self.random_openings(B)
         self.moves = 0
         self.simulations = 0
@@ -94,7 +95,7 @@ class SelfPlayWorker:
         """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config)."""
         s = self.cfg.search
         length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
-        return np.where(self.rng.random(n) < s.random_opening_fraction, length, 0)
+        return np.where(self.rng.random(n) < s.random_opening_fraction_at(self.progress), length, 0)
 
     def choose_moves(self) -> Moves:
         """Search every game's position and choose its move.
@@ -126,9 +127,11 @@ class SelfPlayWorker:
                                                     np.where(full, GREEDY_FULL, GREEDY_FAST)))
         return Moves(actions, kinds, policy, result.root_value, full, int(budgets.sum()))
 
-    def step(self, version: int) -> Samples | None:
-        """Advance every game by one move (choose_moves); return the recorded positions of games that just ended."""
+    def step(self, version: int, progress: float | None = None) -> Samples | None:
+        """Advance every game by one move (choose_moves); return the recorded positions of games that just ended.
+        ``progress`` (of the run's budget, None: none) sets how many of the games started next open at random."""
         game, B = self.game, len(self.states)
+        self.progress = progress
         moves = self.choose_moves()
         rows = np.arange(B)
         self.h_states[rows, self.ply] = self.states
@@ -229,11 +232,13 @@ def stop_background_pool(pool) -> None:
 
 
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
-               seed: int, leaf: tuple | None = None) -> None:
+               seed: int, session_started: float, leaf: tuple | None = None) -> None:
     """Entry point of one actor process (started with the spawn method).
 
-    ``leaf`` is None for local inference (weights polled from shared memory, forward on this core)
-    or ``(slots spec, pipe)`` when the learner's device answers the leaves (leaf_server.py).
+    ``session_started`` (time.time()) is when this session's time budget began: with the weights' version (the
+    learner's step) it says how far the run is through its budget, as the learner's schedule does. ``leaf`` is
+    None for local inference (weights polled from shared memory, forward on this core) or ``(slots spec, pipe)``
+    when the learner's device answers the leaves (leaf_server.py).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops us in order
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
@@ -252,7 +257,9 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
         last_flush = time.perf_counter()
         started = time.perf_counter()
         while not stop_event.is_set():
-            finished = worker.step(evaluator.sync())
+            version = evaluator.sync()
+            finished = worker.step(version, cfg.run.budget_progress(
+                version, cfg.run.time_progress(time.time() - session_started)))
             if finished is not None:
                 pending.append(finished)
             now = time.perf_counter()

@@ -138,6 +138,17 @@ class SearchConfig(Section):
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
     random_opening_moves: int = number(12, 1, 1000)
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
+    random_opening_final_share: float = number(1.0, 0, 1, note="1 = no fall")
+    """search.random_opening_fraction at the end of the budget (run.max_minutes or run.max_steps), as a share of
+    it, falling linearly from the start: 0.75 with 1/3 opens three games in four at random at first, one in four at
+    the end, half on average. Constant when the run has neither budget."""
+
+    def random_opening_fraction_at(self, progress: float | None) -> float:
+        """The share of new games that open at random when ``progress`` (0..1, None: no budget) of it is spent."""
+        if progress is None:
+            return self.random_opening_fraction
+        fall = (1 - self.random_opening_final_share) * min(1.0, max(0.0, progress))
+        return self.random_opening_fraction * (1 - fall)
 
 
 @dataclass
@@ -269,6 +280,18 @@ class RunConfig(Section):
 
     def rules(self):
         require(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
+
+    def time_progress(self, elapsed_s: float) -> float:
+        """Share of this session's time budget spent after ``elapsed_s`` (0 without one)."""
+        return min(1.0, elapsed_s / (60 * self.max_minutes)) if self.max_minutes else 0.0
+
+    def budget_progress(self, step: int, time_progress: float) -> float | None:
+        """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one.
+        The learning rate's schedule and the random openings' follow it."""
+        if not (self.max_minutes or self.max_steps):
+            return None
+        by_steps = min(1.0, step / self.max_steps) if self.max_steps else 0.0
+        return max(time_progress, by_steps)
 
 
 @dataclass

@@ -179,13 +179,13 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
             out_of_time = (cfg.run.max_steps and step >= cfg.run.max_steps) or \
                           (cfg.run.max_minutes and elapsed >= 60 * cfg.run.max_minutes)
             ready_step, stopping, progress, saved_step, out_of_time = agree(
-                has_batch, bool(stop), info, device, _time_progress(cfg, elapsed), saved_step, bool(out_of_time))
+                has_batch, bool(stop), info, device, cfg.run.time_progress(elapsed), saved_step, bool(out_of_time))
             if stopping:
                 break
             if not ready_step:
                 window.waited(time.monotonic() - wait_from, filling=replay.size < lc.min_replay)
             else:
-                learner.set_progress(_budget_progress(cfg, step, progress), step)
+                learner.set_progress(cfg.run.budget_progress(step, progress), step)
                 batch = replay.sample(lc.batch_size)
                 window.stepped(learner.step(batch), float(step - batch["version"].mean()))
                 step += 1
@@ -242,19 +242,6 @@ def lost_rank_line(info: DistInfo, step: int, error: str, saved_step: int | None
                    + ("written now" if info.is_main else "the newest checkpoint rank 0 reported")
                    + f"); {again} to resume")
     return f"rank {info.rank} {LOST_CONTACT} at step {step} ({first_words(error)}): {resumes}"
-
-
-def _time_progress(cfg: Config, elapsed_s: float) -> float:
-    """Share of this session's time budget spent (0 without one)."""
-    return min(1.0, elapsed_s / (60 * cfg.run.max_minutes)) if cfg.run.max_minutes else 0.0
-
-
-def _budget_progress(cfg: Config, step: int, time_progress: float) -> float | None:
-    """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one."""
-    if not (cfg.run.max_minutes or cfg.run.max_steps):
-        return None
-    by_steps = min(1.0, step / cfg.run.max_steps) if cfg.run.max_steps else 0.0
-    return max(time_progress, by_steps)
 
 
 def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learner: Learner, replay: ReplayBuffer,
