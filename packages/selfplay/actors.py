@@ -86,16 +86,16 @@ class SelfPlayWorker:
         self.h_q = np.zeros((B, T), dtype=np.float32)
         self.h_version = np.zeros((B, T), dtype=np.int64)
         self.h_recorded = np.zeros((B, T), dtype=bool)
-        self.progress: float | None = None  # of the run's budget (RunConfig.budget_progress), for the openings
         self.opening = self.random_openings(B)
         self.moves = 0
         self.simulations = 0
 
-    def random_openings(self, n: int) -> np.ndarray:
-        """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config)."""
+    def random_openings(self, n: int, progress: float | None = None) -> np.ndarray:
+        """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config), at
+        ``progress`` of the run's budget (RunConfig.budget_progress; None: no budget)."""
         s = self.cfg.search
         length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
-        return np.where(self.rng.random(n) < s.random_opening_fraction_at(self.progress), length, 0)
+        return np.where(self.rng.random(n) < s.random_opening_fraction_at(progress), length, 0)
 
     def choose_moves(self) -> Moves:
         """Search every game's position and choose its move.
@@ -131,7 +131,6 @@ class SelfPlayWorker:
         """Advance every game by one move (choose_moves); return the recorded positions of games that just ended.
         ``progress`` (of the run's budget, None: none) sets how many of the games started next open at random."""
         game, B = self.game, len(self.states)
-        self.progress = progress
         moves = self.choose_moves()
         rows = np.arange(B)
         self.h_states[rows, self.ply] = self.states
@@ -160,14 +159,14 @@ class SelfPlayWorker:
             outcomes[key] += 1
         out = Samples(*(np.concatenate(col) for col in zip(*parts)))
         out.games, out.plies, out.outcomes = len(done), int(self.ply[done].sum()), outcomes
-        self.restart(done)
+        self.restart(done, progress)
         return out
 
-    def restart(self, games: np.ndarray) -> None:
-        """Start new games in these slots (their old ones ended)."""
+    def restart(self, games: np.ndarray, progress: float | None = None) -> None:
+        """Start new games in these slots (their old ones ended), at ``progress`` of the run's budget."""
         self.states[games] = self.game.initial_states(len(games))
         self.ply[games] = 0
-        self.opening[games] = self.random_openings(len(games))
+        self.opening[games] = self.random_openings(len(games), progress)
 
 
 class PolledEvaluator(NetworkEvaluator):
