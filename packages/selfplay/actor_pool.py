@@ -44,7 +44,6 @@ class ActorPool:
         self.procs: list = [None] * count
         self.restarts = 0
         self.starts = 0
-        self.started = time.time()  # the session's budget began about now: actors follow its schedule from it
         # the newest cumulative counters reported by each actor (keyed by pid, so restarts add up)
         self.counters: dict[int, dict] = {}
 
@@ -57,7 +56,7 @@ class ActorPool:
             leaf = (self.server.slots.spec(), theirs)
         p = self.ctx.Process(target=actor_main, name=f"actor-{actor_id}", daemon=True,
                              args=(actor_id, self.config_dict, self.weights_name, self.numel, self.queue,
-                                   self.stop_event, seed, self.started, leaf))
+                                   self.stop_event, seed, leaf))
         with _single_threaded_children():
             p.start()
         if ours is not None:

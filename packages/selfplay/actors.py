@@ -90,12 +90,11 @@ class SelfPlayWorker:
         self.moves = 0
         self.simulations = 0
 
-    def random_openings(self, n: int, progress: float | None = None) -> np.ndarray:
-        """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config), at
-        ``progress`` of the run's budget (RunConfig.budget_progress; None: no budget)."""
+    def random_openings(self, n: int) -> np.ndarray:
+        """How many uniformly random moves each of ``n`` new games opens with (0 for most, see the config)."""
         s = self.cfg.search
         length = self.rng.integers(1, s.random_opening_moves + 1, size=n)
-        return np.where(self.rng.random(n) < s.random_opening_fraction_at(progress), length, 0)
+        return np.where(self.rng.random(n) < s.random_opening_fraction, length, 0)
 
     def choose_moves(self) -> Moves:
         """Search every game's position and choose its move.
@@ -127,9 +126,8 @@ class SelfPlayWorker:
                                                     np.where(full, GREEDY_FULL, GREEDY_FAST)))
         return Moves(actions, kinds, policy, result.root_value, full, int(budgets.sum()))
 
-    def step(self, version: int, progress: float | None = None) -> Samples | None:
-        """Advance every game by one move (choose_moves); return the recorded positions of games that just ended.
-        ``progress`` (of the run's budget, None: none) sets how many of the games started next open at random."""
+    def step(self, version: int) -> Samples | None:
+        """Advance every game by one move (choose_moves); return the recorded positions of games that just ended."""
         game, B = self.game, len(self.states)
         moves = self.choose_moves()
         rows = np.arange(B)
@@ -159,14 +157,14 @@ class SelfPlayWorker:
             outcomes[key] += 1
         out = Samples(*(np.concatenate(col) for col in zip(*parts)))
         out.games, out.plies, out.outcomes = len(done), int(self.ply[done].sum()), outcomes
-        self.restart(done, progress)
+        self.restart(done)
         return out
 
-    def restart(self, games: np.ndarray, progress: float | None = None) -> None:
-        """Start new games in these slots (their old ones ended), at ``progress`` of the run's budget."""
+    def restart(self, games: np.ndarray) -> None:
+        """Start new games in these slots (their old ones ended)."""
         self.states[games] = self.game.initial_states(len(games))
         self.ply[games] = 0
-        self.opening[games] = self.random_openings(len(games), progress)
+        self.opening[games] = self.random_openings(len(games))
 
 
 class PolledEvaluator(NetworkEvaluator):
@@ -231,13 +229,11 @@ def stop_background_pool(pool) -> None:
 
 
 def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, sample_queue, stop_event,
-               seed: int, session_started: float, leaf: tuple | None = None) -> None:
+               seed: int, leaf: tuple | None = None) -> None:
     """Entry point of one actor process (started with the spawn method).
 
-    ``session_started`` (time.time()) is when this session's time budget began: with the weights' version (the
-    learner's step) it says how far the run is through its budget, as the learner's schedule does. ``leaf`` is
-    None for local inference (weights polled from shared memory, forward on this core) or ``(slots spec, pipe)``
-    when the learner's device answers the leaves (leaf_server.py).
+    ``leaf`` is None for local inference (weights polled from shared memory, forward on this core)
+    or ``(slots spec, pipe)`` when the learner's device answers the leaves (leaf_server.py).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops us in order
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
@@ -256,9 +252,7 @@ def actor_main(actor_id: int, config_dict: dict, weights_name: str, numel: int, 
         last_flush = time.perf_counter()
         started = time.perf_counter()
         while not stop_event.is_set():
-            version = evaluator.sync()
-            finished = worker.step(version, cfg.run.budget_progress(
-                version, cfg.run.time_progress(time.time() - session_started)))
+            finished = worker.step(evaluator.sync())
             if finished is not None:
                 pending.append(finished)
             now = time.perf_counter()

@@ -138,17 +138,6 @@ class SearchConfig(Section):
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""
     random_opening_moves: int = number(12, 1, 1000)
     """Most random moves a random opening plays (search.random_opening_fraction > 0)."""
-    random_opening_final_share: float = number(1.0, 0, 1, note="1 = no fall")
-    """search.random_opening_fraction at the end of the budget (run.max_minutes or run.max_steps), as a share of
-    it, falling linearly from the start: 0.75 with 1/3 opens three games in four at random at first, one in four at
-    the end, half on average. Constant when the run has neither budget."""
-
-    def random_opening_fraction_at(self, progress: float | None) -> float:
-        """The share of new games that open at random when ``progress`` (0..1, None: no budget) of it is spent."""
-        if progress is None:
-            return self.random_opening_fraction
-        fall = (1 - self.random_opening_final_share) * min(1.0, max(0.0, progress))
-        return self.random_opening_fraction * (1 - fall)
 
 
 @dataclass
@@ -287,7 +276,7 @@ class RunConfig(Section):
 
     def budget_progress(self, step: int, time_progress: float) -> float | None:
         """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one.
-        The learning rate's schedule and the random openings' follow it."""
+        The learning rate's schedule follows it."""
         if not (self.max_minutes or self.max_steps):
             return None
         by_steps = min(1.0, step / self.max_steps) if self.max_steps else 0.0
@@ -320,6 +309,9 @@ class Config:
 RETIRED_KEYS: dict[str, str] = {
     "learner.max_reuse": "learner.samples_per_position (samples trained per new position; the learner "
                          "samples a growing window instead of capping each position's uses)",
+    "search.random_opening_final_share": "search.random_opening_fraction, constant (a fraction falling from 0.75 "
+                                         "to 0.25 over the run learned no more than 0.5 constant on the same CPU: "
+                                         "bench/RESULTS.md, 2026-12-05)",
 }
 
 

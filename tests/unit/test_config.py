@@ -72,6 +72,10 @@ def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still
         load(resolve_config("connect4"), ["--learner.max_reuse=4"])
     from selfplay.config_io import from_dict
     assert from_dict({"learner": {"max_reuse": 4, "lr": 0.01}}).learner.lr == 0.01  # `selfplay eval` of an old run
+    with pytest.raises(ConfigError, match=r"search\.random_opening_final_share is no longer a setting: use "
+                                          r"search\.random_opening_fraction, constant"):
+        load(resolve_config("connect4"), ["--search.random_opening_final_share=0.3333"])
+    assert from_dict({"search": {"random_opening_final_share": 1.0}}).search.random_opening_fraction == 0.0
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -84,7 +88,6 @@ def test_a_retired_key_names_its_replacement_but_an_old_checkpoints_config_still
     (["--search.full_search_fraction=0"], "search.full_search_fraction=0.0 must be in (0, 1] (1 = every move in full)"),
     (["--search.fast_simulations=0"], "search.fast_simulations=0 must be in 1..100000"),
     (["--learner.ema_half_life_steps=-1"], "learner.ema_half_life_steps=-1 must be in 0..1000000 (0 = no average)"),
-    (["--search.random_opening_final_share=1.5"], "search.random_opening_final_share=1.5 must be in [0, 1] (1 = no fall)"),
 ])
 def test_new_learner_and_model_fields_are_validated(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
@@ -147,13 +150,9 @@ def test_any_malformed_override_is_one_config_error_never_a_crash(flags):
         assert "\n" not in str(e) and str(e)
 
 
-def test_the_budget_sets_how_far_the_run_is_and_the_random_openings_fall_with_it():
+def test_the_budget_sets_how_far_the_run_is():
     run = load(resolve_config("connect4"), ["--run.max_minutes=120", "--run.max_steps=1000"]).run
     assert run.time_progress(30 * 60) == 0.25
     assert run.budget_progress(step=500, time_progress=0.25) == 0.5          # the steps run out first here
     assert run.budget_progress(step=100, time_progress=run.time_progress(3 * 3600)) == 1.0
     assert load(None, []).run.budget_progress(step=10**6, time_progress=0.0) is None  # no budget: no schedule
-    search = load(None, ["--search.random_opening_fraction=0.75", "--search.random_opening_final_share=0.3333"]).search
-    assert [round(search.random_opening_fraction_at(p), 3) for p in (0.0, 0.5, 1.0, 2.0)] == [0.75, 0.5, 0.25, 0.25]
-    assert search.random_opening_fraction_at(None) == 0.75                  # constant without a budget
-    assert load(None, ["--search.random_opening_fraction=0.5"]).search.random_opening_fraction_at(1.0) == 0.5

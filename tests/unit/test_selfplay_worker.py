@@ -7,11 +7,11 @@ from selfplay.games import make_game
 from selfplay.mcts import uniform_evaluator
 
 
-def play(overrides: list[str], moves: int = 40, progress: float | None = None):
+def play(overrides: list[str], moves: int = 40):
     game = make_game("tictactoe")
     cfg = load(None, ["--game.name=tictactoe", "--actors.games=64", "--search.simulations=16", *overrides])
     worker = SelfPlayWorker(game, uniform_evaluator(game), cfg, np.random.default_rng(0))
-    finished = [s for s in (worker.step(version=7, progress=progress) for _ in range(moves)) if s is not None]
+    finished = [s for s in (worker.step(version=7) for _ in range(moves)) if s is not None]
     return worker, finished
 
 
@@ -58,13 +58,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
 
-
-def test_games_started_late_in_the_budget_open_at_the_fallen_random_opening_fraction():
-    game = make_game("tictactoe")
-    every_game_at_first = ["--search.random_opening_fraction=1", "--search.random_opening_final_share=0"]
-    for progress, searched_from_empty in ((0.0, lambda games: 0), (1.0, lambda games: games - 64)):
-        _, finished = play(every_game_at_first, progress=progress)
-        games = sum(s.games for s in finished)
-        empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)
-        # the 64 first games opened before any progress was known; every game after them at the fraction then
-        assert games > 64 and empty == searched_from_empty(games)
