@@ -5,6 +5,7 @@
     make bench ARGS="--train-minutes 30 --seeds 7 --train-args='--search.full_search_fraction=1'"  # an A/B arm
     make bench ARGS="--from-run runs/a,runs/b"   # grade existing runs' checkpoints instead of training
     make bench ARGS="--from-run runs/a --arena-games 100 --skip-throughput"  # plus the run's Elo ladder
+    python -m bench.compare bench/results/bench-ARM.json bench/results/bench-CONTROL.json  # an arm beside its control
 
 Ctrl-C stops it: a training checkpoints first, and the line bench ends with names the runs to grade with --from-run.
 

@@ -1,0 +1,113 @@
+"""`make bench` results side by side: an A/B arm against its control, checkpoint by checkpoint.
+
+    python -m bench.compare bench/results/bench-ARM.json bench/results/bench-CONTROL.json
+
+For each checkpoint of the first run, every run's Pons MCTS-25 weak error per set and its six-set mean at the
+nearest minute (learner steps beside them), then the 600-simulation grades, the first-player walk, and at how many
+checkpoints from minute 30 the first run's mean and Begin-Hard are below each other run's. A markdown table, as
+bench/RESULTS.md quotes them. Minutes are not steps: results from different CPUs, torch builds or precisions
+are compared all the same, after a first line that says so (a faster CPU buys steps in the same minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from selfplay.errors import ExitStatus
+from selfplay.perfect_play import format_result
+from selfplay.plot import SETS
+
+FROM_MINUTE = 30  # where the counts start: before it every arm is still learning the rules
+SAME_MACHINE_KEYS = ("cpu", "cpu_flags", "torch", "inference_dtype")  # bench.run.machine()'s that set the pace
+
+
+class CompareError(ValueError):
+    """A file that is not a `make bench` result with a graded training run: one line for the user."""
+
+
+def training_runs(path: Path) -> list[dict]:
+    """The graded training runs of one result, each labelled with its file and seed."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{path}: cannot read it as JSON ({exc}); pass bench/results/bench-*.json files") from None
+    runs = [r for r in report.get("training", {}).get("runs", []) if r.get("curve")]
+    if not runs:
+        raise CompareError(f"{path}: no graded training run in it; pass a result of "
+                           f'`make bench ARGS="--train-minutes N"` or of --from-run')
+    args = report["training"].get("train_args") or "default"
+    held = ", held to AVX2/fp32" if report["training"].get("held_to_avx2_fp32") else ""
+    return [{**r, "label": f"{path.stem} {Path(r['run']).name.rsplit('-', 1)[-1]} ({args}{held})",
+             "machine": report.get("machine", {})} for r in runs]
+
+
+def mean(graded: dict) -> float:
+    return sum(graded[s]["mcts_weak"] for s in SETS) / len(SETS)
+
+
+def nearest(run: dict, minutes: float) -> dict:
+    return min(run["curve"], key=lambda c: abs((c["minutes"] or 0) - minutes))
+
+
+def final_grades(run: dict) -> list[dict]:
+    """The checkpoints graded at the final simulations (bench.run.grade_run): one near each whole hour, the last."""
+    return [*run.get("hourly_graded_at", []), {**run["final_graded_at"], "minutes": run["curve"][-1]["minutes"]}]
+
+
+def row(label: str, graded: list[dict]) -> str:
+    cells = [" / ".join(f"{100 * g[s]['mcts_weak']:.1f}" for g in graded) for s in SETS]
+    return f"| {label} | " + " | ".join(cells) + " | " + " / ".join(f"{100 * mean(g):.2f}" for g in graded) + " |"
+
+
+def compare(runs: list[dict]) -> str:
+    lines = [f"run {i + 1}: {r['label']}" for i, r in enumerate(runs)]
+    machines = {json.dumps({k: r["machine"].get(k) for k in SAME_MACHINE_KEYS}) for r in runs}
+    if len(machines) > 1:
+        lines.insert(0, "note: these ran on different machines ("
+                     + "; ".join(f"run {i + 1}: {r['machine'].get('cpu')} {' '.join(r['machine'].get('cpu_flags', []))}"
+                                 f" torch {r['machine'].get('torch')} {r['machine'].get('inference_dtype')}"
+                                 for i, r in enumerate(runs))
+                     + "): minutes are not steps, compare the steps beside them")
+    lines += ["", "MCTS-25 weak error (%), run 1 / run 2 / ...; steps in brackets", "",
+              "| minute (steps) | " + " | ".join(SETS) + " | mean |", "|---" * (len(SETS) + 2) + "|"]
+    for c in runs[0]["curve"]:
+        graded = [nearest(r, c["minutes"] or 0) for r in runs]
+        steps = " / ".join(f"{g['step']:,}" for g in graded)
+        lines.append(row(f"{c['minutes']} ({steps})", graded))
+    if all("final_graded_at" in r for r in runs):
+        for g in final_grades(runs[0]):
+            graded = [min(final_grades(r), key=lambda o: abs(o["minutes"] - g["minutes"])) for r in runs]
+            steps = " / ".join(f"{o['step']:,}" for o in graded)
+            lines.append(row(f"{g['minutes']} at {g['simulations']} simulations ({steps})", graded))
+    lines.append("")
+    for i, r in enumerate(runs):
+        if "perfect_play" in r:
+            lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
+    later = runs[0]["curve"][runs[0]["curve"].index(nearest(runs[0], FROM_MINUTE)):]  # checkpoints every 5: 29.9
+    for k, other in enumerate(runs[1:], start=2):
+        below = sum(mean(c) < mean(nearest(other, c["minutes"])) for c in later)
+        bh = sum(c["Begin-Hard"]["mcts_weak"] < nearest(other, c["minutes"])["Begin-Hard"]["mcts_weak"] for c in later)
+        lines.append(f"run 1 below run {k} from minute {FROM_MINUTE}: six-set mean at {below} of {len(later)} "
+                     f"checkpoints, Begin-Hard at {bh}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+", type=Path, help="bench/results/bench-*.json, the arm first")
+    args = ap.parse_args()
+    try:
+        runs = [r for path in args.results for r in training_runs(path)]
+    except CompareError as exc:
+        print(f"bench.compare: error: {exc}", file=sys.stderr)
+        return ExitStatus.CONFIG
+    print(compare(runs))
+    return ExitStatus.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

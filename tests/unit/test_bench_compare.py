@@ -1,0 +1,46 @@
+"""`python -m bench.compare`, through its command line, on results `make bench` wrote (bench/results/): the counts
+bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, and a file that is not a graded result is
+refused in one line."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+# the default's 2-hour control and the falling random-opening fraction, both seed 1337 on the AMX Xeon (RESULTS.md,
+# 2026-12-05), and the default's 2 hours on a bf16 EPYC (2026-12-04)
+CONTROL, FALLING, EPYC = (RESULTS / f"bench-{stamp}.json"
+                          for stamp in ("20261205-054731", "20261205-030029", "20261204-221753"))
+
+
+def compare(*paths: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "bench.compare", *map(str, paths)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_an_arm_and_its_control_side_by_side_give_the_counts_results_md_quotes():
+    result = compare(CONTROL, FALLING)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert not lines[0].startswith("note:")  # one CPU
+    assert "| 29.9 (18,474 / 20,529) | 0.5 / 0.5 |" in result.stdout  # minute 30, with both runs' steps
+    assert sum(ln.startswith("| ") and "at 600 simulations" in ln for ln in lines) == 2  # near minute 60, and 120
+    assert "204596 of 204596 lines won" in result.stdout
+    assert lines[-1] == "run 1 below run 2 from minute 30: six-set mean at 16 of 19 checkpoints, Begin-Hard at 12"
+
+
+def test_results_from_two_cpus_are_flagged_in_the_first_line():
+    first = compare(CONTROL, EPYC).stdout.splitlines()[0]
+    assert first.startswith("note: these ran on different machines") and "amx_bf16" in first and "EPYC" in first
+
+
+def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
+    throughput_only = tmp_path / "bench-throughput.json"
+    throughput_only.write_text('{"machine": {}, "selfplay": []}')
+    for path, words in ((tmp_path / "missing.json", "cannot read it"), (throughput_only, "no graded training run")):
+        result = compare(CONTROL, path)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and words in result.stderr and str(path) in result.stderr
