@@ -34,12 +34,13 @@ def training_runs(path: Path) -> list[dict]:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise CompareError(f"{path}: cannot read it as JSON ({exc}); pass bench/results/bench-*.json files") from None
-    runs = [r for r in report.get("training", {}).get("runs", []) if r.get("curve")]
+    training = report.get("training", {}) if isinstance(report, dict) else {}
+    runs = [r for r in training.get("runs", []) if r.get("curve")]
     if not runs:
         raise CompareError(f"{path}: no graded training run in it; pass a result of "
                            f'`make bench ARGS="--train-minutes N"` or of --from-run')
-    args = report["training"].get("train_args") or "default"
-    held = ", held to AVX2/fp32" if report["training"].get("held_to_avx2_fp32") else ""
+    args = training.get("train_args") or "default"
+    held = ", held to AVX2/fp32" if training.get("held_to_avx2_fp32") else ""
     return [{**r, "label": f"{path.stem} {Path(r['run']).name.rsplit('-', 1)[-1]} ({args}{held})",
              "machine": report.get("machine", {})} for r in runs]
 

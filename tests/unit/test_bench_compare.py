@@ -40,7 +40,10 @@ def test_results_from_two_cpus_are_flagged_in_the_first_line():
 def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
     throughput_only = tmp_path / "bench-throughput.json"
     throughput_only.write_text('{"machine": {}, "selfplay": []}')
-    for path, words in ((tmp_path / "missing.json", "cannot read it"), (throughput_only, "no graded training run")):
+    a_list = tmp_path / "list.json"
+    a_list.write_text("[1]")
+    for path, words in ((tmp_path / "missing.json", "cannot read it"), (throughput_only, "no graded training run"),
+                        (a_list, "no graded training run")):
         result = compare(CONTROL, path)
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and words in result.stderr and str(path) in result.stderr
