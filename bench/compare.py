@@ -39,6 +39,9 @@ def training_runs(path: Path) -> list[dict]:
     if not runs:
         raise CompareError(f"{path}: no graded training run in it; pass a result of "
                            f'`make bench ARGS="--train-minutes N"` or of --from-run')
+    if any(c["minutes"] is None for r in runs for c in r["curve"]):  # grade_run: a stats.jsonl without times
+        raise CompareError(f"{path}: its checkpoints have no training minutes to line up; grade the runs again with "
+                           f'`make bench ARGS="--from-run RUN"` once their stats.jsonl holds the training\'s records')
     args = training.get("train_args") or "default"
     held = ", held to AVX2/fp32" if training.get("held_to_avx2_fp32") else ""
     return [{**r, "label": f"{path.stem} {Path(r['run']).name.rsplit('-', 1)[-1]} ({args}{held})",
@@ -50,7 +53,7 @@ def mean(graded: dict) -> float:
 
 
 def nearest(run: dict, minutes: float) -> dict:
-    return min(run["curve"], key=lambda c: abs((c["minutes"] or 0) - minutes))
+    return min(run["curve"], key=lambda c: abs(c["minutes"] - minutes))
 
 
 def final_grades(run: dict) -> list[dict]:
@@ -75,7 +78,7 @@ def compare(runs: list[dict]) -> str:
     lines += ["", "MCTS-25 weak error (%), run 1 / run 2 / ...; steps in brackets", "",
               "| minute (steps) | " + " | ".join(SETS) + " | mean |", "|---" * (len(SETS) + 2) + "|"]
     for c in runs[0]["curve"]:
-        graded = [nearest(r, c["minutes"] or 0) for r in runs]
+        graded = [nearest(r, c["minutes"]) for r in runs]
         steps = " / ".join(f"{g['step']:,}" for g in graded)
         lines.append(row(f"{c['minutes']} ({steps})", graded))
     if all("final_graded_at" in r for r in runs):

@@ -2,6 +2,7 @@
 bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, and a file that is not a graded result is
 refused in one line."""
 
+import json
 import os
 import subprocess
 import sys
@@ -42,8 +43,13 @@ def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
     throughput_only.write_text('{"machine": {}, "selfplay": []}')
     a_list = tmp_path / "list.json"
     a_list.write_text("[1]")
+    no_minutes = tmp_path / "no-minutes.json"  # grade_run's curve where the run's stats.jsonl held no times
+    report = json.loads(CONTROL.read_text())
+    for c in report["training"]["runs"][0]["curve"]:
+        c["minutes"] = None
+    no_minutes.write_text(json.dumps(report))
     for path, words in ((tmp_path / "missing.json", "cannot read it"), (throughput_only, "no graded training run"),
-                        (a_list, "no graded training run")):
+                        (a_list, "no graded training run"), (no_minutes, "no training minutes")):
         result = compare(CONTROL, path)
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and words in result.stderr and str(path) in result.stderr
