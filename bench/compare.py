@@ -82,8 +82,9 @@ def compare(runs: list[dict]) -> str:
         steps = " / ".join(f"{g['step']:,}" for g in graded)
         lines.append(row(f"{c['minutes']} ({steps})", graded))
     if all("final_graded_at" in r for r in runs):
-        for g in final_grades(runs[0]):
-            graded = [min(final_grades(r), key=lambda o: abs(o["minutes"] - g["minutes"])) for r in runs]
+        finals = [final_grades(r) for r in runs]
+        for g in finals[0]:
+            graded = [min(f, key=lambda o: abs(o["minutes"] - g["minutes"])) for f in finals]
             steps = " / ".join(f"{o['step']:,}" for o in graded)
             lines.append(row(f"{g['minutes']} at {g['simulations']} simulations ({steps})", graded))
     lines.append("")
@@ -92,8 +93,9 @@ def compare(runs: list[dict]) -> str:
             lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
     later = runs[0]["curve"][runs[0]["curve"].index(nearest(runs[0], FROM_MINUTE)):]  # checkpoints every 5: 29.9
     for k, other in enumerate(runs[1:], start=2):
-        below = sum(mean(c) < mean(nearest(other, c["minutes"])) for c in later)
-        bh = sum(c["Begin-Hard"]["mcts_weak"] < nearest(other, c["minutes"])["Begin-Hard"]["mcts_weak"] for c in later)
+        pairs = [(c, nearest(other, c["minutes"])) for c in later]
+        below = sum(mean(c) < mean(o) for c, o in pairs)
+        bh = sum(c["Begin-Hard"]["mcts_weak"] < o["Begin-Hard"]["mcts_weak"] for c, o in pairs)
         lines.append(f"run 1 below run {k} from minute {FROM_MINUTE}: six-set mean at {below} of {len(later)} "
                      f"checkpoints, Begin-Hard at {bh}")
     return "\n".join(lines)
