@@ -2,11 +2,12 @@
 
     python -m bench.compare bench/results/bench-ARM.json bench/results/bench-CONTROL.json
 
-For each checkpoint of the first run, every run's Pons MCTS-25 weak error per set and its six-set mean at the
-nearest minute (learner steps beside them), then the 600-simulation grades, the first-player walk, and at how many
-checkpoints from minute 30 the first run's mean and Begin-Hard are below each other run's. A markdown table, as
-bench/RESULTS.md quotes them. Minutes are not steps: results from different CPUs, torch builds or precisions
-are compared all the same, after a first line that says so (a faster CPU buys steps in the same minutes).
+For each checkpoint of the first run, up to the shortest run's end, every run's Pons MCTS-25 weak error per set and
+its six-set mean at the nearest minute (learner steps beside them), then the 600-simulation grades, the first-player
+walk, and at how many checkpoints from minute 30 the first run's mean and Begin-Hard are below each other run's. A
+markdown table, as bench/RESULTS.md quotes them. Minutes are not steps: results from different CPUs, torch builds or
+precisions are compared all the same, after a first line that says so (a faster CPU buys steps in the same minutes);
+so are runs of other lengths or checkpoint intervals, each with its line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from selfplay.plot import SETS
 
 FROM_MINUTE = 30  # where the counts start: before it every arm is still learning the rules
 SAME_MACHINE_KEYS = ("cpu", "cpu_flags", "torch", "inference_dtype")  # bench.run.machine()'s that set the pace
+SAME_MINUTE = 1.0  # two runs' checkpoints at one interval land within 0.2 minutes of each other
 
 
 class CompareError(ValueError):
@@ -66,18 +68,34 @@ def row(label: str, graded: list[dict]) -> str:
     return f"| {label} | " + " | ".join(cells) + " | " + " / ".join(f"{100 * mean(g):.2f}" for g in graded) + " |"
 
 
-def compare(runs: list[dict]) -> str:
-    lines = [f"run {i + 1}: {r['label']}" for i, r in enumerate(runs)]
-    machines = {json.dumps({k: r["machine"].get(k) for k in SAME_MACHINE_KEYS}) for r in runs}
-    if len(machines) > 1:
-        lines.insert(0, "note: these ran on different machines ("
+def caveats(runs: list[dict], shared: list[dict]) -> list[str]:
+    """What the reader must know before the rows: other CPUs, other lengths, checkpoints at other minutes."""
+    notes = []
+    if len({json.dumps({k: r["machine"].get(k) for k in SAME_MACHINE_KEYS}) for r in runs}) > 1:
+        notes.append("note: these ran on different machines ("
                      + "; ".join(f"run {i + 1}: {r['machine'].get('cpu')} {' '.join(r['machine'].get('cpu_flags', []))}"
                                  f" torch {r['machine'].get('torch')} {r['machine'].get('inference_dtype')}"
                                  for i, r in enumerate(runs))
                      + "): minutes are not steps, compare the steps beside them")
+    if any(r["curve"][-1]["minutes"] > shared[-1]["minutes"] + SAME_MINUTE for r in runs):
+        notes.append("note: these trained for different times (" + ", ".join(
+            f"run {i + 1}: {r['curve'][-1]['minutes']} minutes" for i, r in enumerate(runs))
+            + f"): rows and counts stop at minute {shared[-1]['minutes']}")
+    for k, other in enumerate(runs[1:], start=2):
+        apart = max(abs(nearest(other, c["minutes"])["minutes"] - c["minutes"]) for c in shared)
+        if apart > SAME_MINUTE:
+            notes.append(f"note: run {k}'s checkpoints are not at run 1's minutes (up to {apart:.1f} minutes apart): "
+                         "its cells are its nearest checkpoint")
+    return notes
+
+
+def compare(runs: list[dict]) -> str:
+    end = min(r["curve"][-1]["minutes"] for r in runs)  # past the shortest run, its last checkpoint is no peer
+    shared = [c for c in runs[0]["curve"] if c["minutes"] <= end + SAME_MINUTE] or runs[0]["curve"][:1]
+    lines = caveats(runs, shared) + [f"run {i + 1}: {r['label']}" for i, r in enumerate(runs)]
     lines += ["", "MCTS-25 weak error (%), run 1 / run 2 / ...; steps in brackets", "",
               "| minute (steps) | " + " | ".join(SETS) + " | mean |", "|---" * (len(SETS) + 2) + "|"]
-    for c in runs[0]["curve"]:
+    for c in shared:
         graded = [nearest(r, c["minutes"]) for r in runs]
         steps = " / ".join(f"{g['step']:,}" for g in graded)
         lines.append(row(f"{c['minutes']} ({steps})", graded))
@@ -85,14 +103,19 @@ def compare(runs: list[dict]) -> str:
         finals = [final_grades(r) for r in runs]
         for g in finals[0]:
             graded = [min(f, key=lambda o: abs(o["minutes"] - g["minutes"])) for f in finals]
+            if any(abs(o["minutes"] - g["minutes"]) > SAME_MINUTE for o in graded):
+                continue  # a 30-minute run's final grade is no peer of another's hour
             steps = " / ".join(f"{o['step']:,}" for o in graded)
             lines.append(row(f"{g['minutes']} at {g['simulations']} simulations ({steps})", graded))
     lines.append("")
     for i, r in enumerate(runs):
         if "perfect_play" in r:
             lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
-    later = runs[0]["curve"][runs[0]["curve"].index(nearest(runs[0], FROM_MINUTE)):]  # checkpoints every 5: 29.9
+    later = [c for c in shared if c["minutes"] >= FROM_MINUTE - SAME_MINUTE]  # the 30-minute checkpoint is at 29.9
     for k, other in enumerate(runs[1:], start=2):
+        if not later:
+            lines.append(f"run 1 below run {k} from minute {FROM_MINUTE}: no checkpoint that late in both")
+            continue
         pairs = [(c, nearest(other, c["minutes"])) for c in later]
         below = sum(mean(c) < mean(o) for c, o in pairs)
         bh = sum(c["Begin-Hard"]["mcts_weak"] < o["Begin-Hard"]["mcts_weak"] for c, o in pairs)

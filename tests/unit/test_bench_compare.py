@@ -11,9 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 # the default's 2-hour control and the falling random-opening fraction, both seed 1337 on the AMX Xeon (RESULTS.md,
-# 2026-12-05), and the default's 2 hours on a bf16 EPYC (2026-12-04)
-CONTROL, FALLING, EPYC = (RESULTS / f"bench-{stamp}.json"
-                          for stamp in ("20261205-054731", "20261205-030029", "20261204-221753"))
+# 2026-12-05), the default's 2 hours on a bf16 EPYC and its 30 minutes on an AVX2-only one (2026-12-04)
+CONTROL, FALLING, EPYC, HALF_HOUR = (RESULTS / f"bench-{stamp}.json" for stamp in
+                                     ("20261205-054731", "20261205-030029", "20261204-221753", "20261204-130834"))
 
 
 def compare(*paths: Path) -> subprocess.CompletedProcess:
@@ -36,6 +36,23 @@ def test_an_arm_and_its_control_side_by_side_give_the_counts_results_md_quotes()
 def test_results_from_two_cpus_are_flagged_in_the_first_line():
     first = compare(CONTROL, EPYC).stdout.splitlines()[0]
     assert first.startswith("note: these ran on different machines") and "amx_bf16" in first and "EPYC" in first
+
+
+def test_runs_of_other_lengths_or_checkpoint_intervals_are_lined_up_only_where_both_have_a_checkpoint(tmp_path):
+    lines = compare(CONTROL, HALF_HOUR).stdout.splitlines()
+    assert ("note: these trained for different times (run 1: 119.9 minutes, run 2: 29.9 minutes): rows and counts "
+            "stop at minute 29.9") in lines
+    rows = [ln for ln in lines if ln.startswith("| ") and ln[2].isdigit()]
+    assert rows[-1].startswith("| 29.9 (18,474 / 6,470) |")  # no row pairs minute 120 with the other's minute 30
+    assert not any("simulations" in ln for ln in rows)  # the 2-hour run's 600-simulation grades have no peer
+    assert lines[-1] == "run 1 below run 2 from minute 30: six-set mean at 1 of 1 checkpoints, Begin-Hard at 1"
+
+    sparse = tmp_path / "every-ten-minutes.json"  # the control's curve, one checkpoint in two
+    report = json.loads(CONTROL.read_text())
+    report["training"]["runs"][0]["curve"] = report["training"]["runs"][0]["curve"][1::2]
+    sparse.write_text(json.dumps(report))
+    assert ("note: run 2's checkpoints are not at run 1's minutes (up to 5.0 minutes apart): its cells are its "
+            "nearest checkpoint") in compare(CONTROL, sparse).stdout.splitlines()
 
 
 def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
