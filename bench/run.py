@@ -308,6 +308,14 @@ def error_table(graded_runs: list[dict]) -> list[dict]:
     return rows
 
 
+def window_summary(window: dict) -> str:
+    """A run's last progress window (grade_run's final_window) in words."""
+    if window.get("selfplay/games") is None:
+        return "no finished game in its progress records"
+    return (f"{window['selfplay/games']:,.0f} games, {window['selfplay/positions']:,.0f} positions recorded, last "
+            f"window {window['selfplay/game_length']:.1f} plies a game, {window['selfplay/draw_rate']:.1%} drawn")
+
+
 def table(rows: list[dict], keys: list[str]) -> str:
     head = "| " + " | ".join(keys) + " |\n|" + "---|" * len(keys)
     body = ["| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |"
@@ -518,9 +526,7 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
                 print(f"\nThe same checkpoints at {args.final_simulations} simulations (AlphaZero.jl grades at 600):")
                 print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
             for i, r in enumerate(runs):
-                w = r["final_window"]
-                print(f"run{i + 1}: {w['selfplay/games']} games, {w['selfplay/positions']} positions recorded, "
-                      f"last window {w['selfplay/game_length']} plies a game, {w['selfplay/draw_rate']} drawn")
+                print(f"run{i + 1}: {window_summary(r['final_window'])}")
                 if "perfect_play" in r:
                     print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
 
@@ -550,6 +556,12 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
         print(table(report["per_dollar"], ["shape", "gpu", "positions_per_s", "on_demand_per_million_positions",
                                            "spot_per_million_positions", "basis"]))
     print(f"\nwrote {out}")
+    if args.train_minutes and not args.from_run:  # the checkpoints of a 2-hour run are ~300 MB: say where they are
+        for d in run_dirs:
+            kept = len(checkpoint.list_checkpoints(d))
+            size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+            print(f"{d} keeps its {kept} checkpoint{'s' * (kept != 1)} ({size / 1e6:.0f} MB) to grade again with "
+                  f"--from-run; rm -r {d} when done")
     return 0
 
 

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from selfplay import checkpoint
+
+from bench.run import window_summary
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,6 +110,8 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
     assert len(training["mcts30_table"]) == 6
     assert "run1" in result.stdout and "at 30 simulations" in result.stdout
     assert "run2: perfect first-player play at 30 simulations:" in result.stdout
+    assert f"run1: {window_summary(training['runs'][0]['final_window'])}" in result.stdout  # games, not 1234.0 games
+    assert "rm -r" not in result.stdout  # the user's own runs: bench did not train them, so says nothing of them
 
 
 def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
@@ -129,6 +134,10 @@ def test_avx2_only_training_runs_fp32_on_avx2_kernels(tmp_path):
         path = next(p for p in set((ROOT / "bench/results").iterdir()) - before if p.suffix == ".json")
         training = json.loads(path.read_text())["training"]
         assert training["held_to_avx2_fp32"] is True and len(training["runs"]) == 1
+        run, = set((ROOT / "runs").glob("bench-*")) - runs_before  # where the checkpoints stay, and how to free them
+        kept = len(checkpoint.list_checkpoints(run))
+        assert f"runs/{run.name} keeps its {kept} checkpoint" in result.stdout
+        assert f"--from-run; rm -r runs/{run.name} when done" in result.stdout
     finally:
         for written in set((ROOT / "bench/results").iterdir()) - before:  # the JSON and its picture
             written.unlink()
