@@ -68,7 +68,7 @@ def row(label: str, graded: list[dict]) -> str:
     return f"| {label} | " + " | ".join(cells) + " | " + " / ".join(f"{100 * mean(g):.2f}" for g in graded) + " |"
 
 
-def caveats(runs: list[dict], shared: list[dict]) -> list[str]:
+def caveats(runs: list[dict], aligned: list[list[dict]]) -> list[str]:
     """What the reader must know before the rows: other CPUs, other lengths, checkpoints at other minutes."""
     notes = []
     if len({json.dumps({k: r["machine"].get(k) for k in SAME_MACHINE_KEYS}) for r in runs}) > 1:
@@ -77,12 +77,13 @@ def caveats(runs: list[dict], shared: list[dict]) -> list[str]:
                                  f" torch {r['machine'].get('torch')} {r['machine'].get('inference_dtype')}"
                                  for i, r in enumerate(runs))
                      + "): minutes are not steps, compare the steps beside them")
-    if any(r["curve"][-1]["minutes"] > shared[-1]["minutes"] + SAME_MINUTE for r in runs):
+    last = aligned[-1][0]["minutes"]
+    if any(r["curve"][-1]["minutes"] > last + SAME_MINUTE for r in runs):
         notes.append("note: these trained for different times (" + ", ".join(
             f"run {i + 1}: {r['curve'][-1]['minutes']} minutes" for i, r in enumerate(runs))
-            + f"): rows and counts stop at minute {shared[-1]['minutes']}")
-    for k, other in enumerate(runs[1:], start=2):
-        apart = max(abs(nearest(other, c["minutes"])["minutes"] - c["minutes"]) for c in shared)
+            + f"): rows and counts stop at minute {last}")
+    for k in range(2, len(runs) + 1):
+        apart = max(abs(graded[k - 1]["minutes"] - graded[0]["minutes"]) for graded in aligned)
         if apart > SAME_MINUTE:
             notes.append(f"note: run {k}'s checkpoints are not at run 1's minutes (up to {apart:.1f} minutes apart): "
                          "its cells are its nearest checkpoint")
@@ -92,13 +93,13 @@ def caveats(runs: list[dict], shared: list[dict]) -> list[str]:
 def compare(runs: list[dict]) -> str:
     end = min(r["curve"][-1]["minutes"] for r in runs)  # past the shortest run, its last checkpoint is no peer
     shared = [c for c in runs[0]["curve"] if c["minutes"] <= end + SAME_MINUTE] or runs[0]["curve"][:1]
-    lines = caveats(runs, shared) + [f"run {i + 1}: {r['label']}" for i, r in enumerate(runs)]
+    aligned = [[nearest(r, c["minutes"]) for r in runs] for c in shared]  # each row: every run's nearest checkpoint
+    lines = caveats(runs, aligned) + [f"run {i + 1}: {r['label']}" for i, r in enumerate(runs)]
     lines += ["", "MCTS-25 weak error (%), run 1 / run 2 / ...; steps in brackets", "",
               "| minute (steps) | " + " | ".join(SETS) + " | mean |", "|---" * (len(SETS) + 2) + "|"]
-    for c in shared:
-        graded = [nearest(r, c["minutes"]) for r in runs]
+    for graded in aligned:
         steps = " / ".join(f"{g['step']:,}" for g in graded)
-        lines.append(row(f"{c['minutes']} ({steps})", graded))
+        lines.append(row(f"{graded[0]['minutes']} ({steps})", graded))
     if all("final_graded_at" in r for r in runs):
         finals = [final_grades(r) for r in runs]
         for g in finals[0]:
@@ -111,14 +112,13 @@ def compare(runs: list[dict]) -> str:
     for i, r in enumerate(runs):
         if "perfect_play" in r:
             lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
-    later = [c for c in shared if c["minutes"] >= FROM_MINUTE - SAME_MINUTE]  # the 30-minute checkpoint is at 29.9
-    for k, other in enumerate(runs[1:], start=2):
+    later = [g for g in aligned if g[0]["minutes"] >= FROM_MINUTE - SAME_MINUTE]  # the 30-minute checkpoint: 29.9
+    for k in range(2, len(runs) + 1):
         if not later:
             lines.append(f"run 1 below run {k} from minute {FROM_MINUTE}: no checkpoint that late in both")
             continue
-        pairs = [(c, nearest(other, c["minutes"])) for c in later]
-        below = sum(mean(c) < mean(o) for c, o in pairs)
-        bh = sum(c["Begin-Hard"]["mcts_weak"] < o["Begin-Hard"]["mcts_weak"] for c, o in pairs)
+        below = sum(mean(g[0]) < mean(g[k - 1]) for g in later)
+        bh = sum(g[0]["Begin-Hard"]["mcts_weak"] < g[k - 1]["Begin-Hard"]["mcts_weak"] for g in later)
         lines.append(f"run 1 below run {k} from minute {FROM_MINUTE}: six-set mean at {below} of {len(later)} "
                      f"checkpoints, Begin-Hard at {bh}")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """`python -m bench.compare`, through its command line, on results `make bench` wrote (bench/results/): the counts
-bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, and a file that is not a graded result is
-refused in one line."""
+bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, runs of other lengths are lined up over the
+minutes both reached, and a file that is not a graded result is refused in one line."""
 
 import json
 import os
