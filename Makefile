@@ -76,13 +76,13 @@ $(error $(shell $(PYTHON) -c '$(NEAREST)' "$(SETTINGS)" $(UNKNOWN_VARIABLES) 2>/
 endif
 endif
 
-.PHONY: help help-all install install-dev train-local eval arena plot tensorboard test test-fast bench lint clean
+.PHONY: help help-all install install-dev train-local eval arena plot tensorboard test test-fast bench compare lint clean
 
 # `make help` in the order of a user's journey; each line is the target's own `## ` comment (Makefile, mk/*.mk).
 # The maintainers' targets (infra checks, the stand-in provider, the XLA venv) stay out of it: make help-all.
 HELP_LOCAL       := install train-local eval arena plot tensorboard train-docker devcontainer
 HELP_CLOUD       := cost preflight build-train apply push-train run-gcp status logs stop fetch destroy
-HELP_DEVELOPMENT := install-dev test test-fast lint bench clean help-all
+HELP_DEVELOPMENT := install-dev test test-fast lint bench compare clean help-all
 HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules infra-checkov-venv infra-checkov \
                     infra-render infra-shellcheck standin-schema standin-schema-check standin-env standin-plan \
                     test-standin xla-venv test-xla docker-base test-cuda-image
@@ -135,6 +135,9 @@ test-fast: $(VENV)/.installed-dev ## the suite without the slow tests
 
 bench: $(VENV)/.installed ## self-play, learner and training benchmarks -> bench/results/*.json + a table
 	$(PY) -m bench.run $(ARGS)
+
+compare: $(VENV)/.installed ## an A/B arm beside its control, checkpoint by checkpoint (ARGS="ARM.json CONTROL.json")
+	$(PY) -m bench.compare $(ARGS)
 
 lint: $(VENV)/.installed-dev ## ruff over the Python code (rules: pyproject.toml [tool.ruff.lint])
 	$(VENV)/bin/ruff check packages tests bench examples scripts

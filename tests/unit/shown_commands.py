@@ -149,6 +149,7 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make install-dev$", DEVCONTAINER),  # its postCreateCommand
     (r"^make clean$", Here("test_make_clean_removes_the_caches_and_keeps_the_rest")),
     (r"^make bench( .*)?$", Proven("tests/integration/test_bench.py::test_quick_bench_writes_throughput_json")),
+    (r"^make compare( .*)?$", Proven("tests/unit/test_bench_compare.py::test_make_compare_prints_what_the_module_does")),
     # Google's: against the stand-ins (tests/launcher: the real CLI, fake Compute and Google APIs) or the node twin,
     # which runs the README's two cloud blocks as they stand (node_twin.readme_walkthrough)
     (r"^make cost$", Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud")),

@@ -1,12 +1,16 @@
-"""`python -m bench.compare`, through its command line, on results `make bench` wrote (bench/results/): the counts
-bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, runs of other lengths are lined up over the
-minutes both reached, and a file that is not a graded result is refused in one line."""
+"""`python -m bench.compare` (`make compare`), through its command line, on results `make bench` wrote
+(bench/results/): the counts bench/RESULTS.md quotes come out of it, results from two CPUs are flagged, runs of other
+lengths are lined up over the minutes both reached, and a file that is not a graded result is refused in one line."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from shown_commands import clean_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -31,6 +35,17 @@ def test_an_arm_and_its_control_side_by_side_give_the_counts_results_md_quotes()
     assert sum(ln.startswith("| ") and "at 600 simulations" in ln for ln in lines) == 2  # near minute 60, and 120
     assert "204596 of 204596 lines won" in result.stdout
     assert lines[-1] == "run 1 below run 2 from minute 30: six-set mean at 16 of 19 checkpoints, Begin-Hard at 12"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+def test_make_compare_prints_what_the_module_does():
+    """`make compare`, as make help shows it, with the suite's own venv (-o: make does not reinstall it)."""
+    venv = Path(sys.executable).parent.parent
+    ran = subprocess.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), "-o", f"{venv}/.installed",
+                          f"VENV={venv}", "compare", f"ARGS={CONTROL} {FALLING}"], capture_output=True, text=True,
+                         timeout=120, check=False, env=clean_environ())
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == compare(CONTROL, FALLING).stdout
 
 
 def test_results_from_two_cpus_are_flagged_in_the_first_line():
