@@ -201,7 +201,7 @@ class BatchedMCTS:
         best = result.best_moves()[:, None]
         best_score = (np.take_along_axis(q, best, 1)
                       + np.take_along_axis(explore, best, 1) / (1 + np.take_along_axis(visits, best, 1)))
-        gap = best_score - q  # how far a move's value lies below c*'s score; -inf-safe: unvisited moves are left alone
+        gap = best_score - q  # how far a move's value lies below c*'s score; unvisited moves (q -inf) stay at 0
         with np.errstate(divide="ignore", invalid="ignore"):
             # the fewest visits n' with Q + explore / (1 + n') < best_score: n' > explore / gap - 1
             fewest = np.where(gap > 0, np.floor(explore / gap), visits)
