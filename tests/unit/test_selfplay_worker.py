@@ -59,7 +59,6 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     assert 0.3 < empty / games < 0.7
 
 
-
 def test_forced_playouts_reach_the_worker_and_its_policy_target_is_the_pruned_visits():
     worker, finished = play(["--search.forced_playouts=2", "--search.simulations=32"])
     assert worker.mcts.forced_playouts == 2
