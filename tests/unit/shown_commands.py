@@ -10,10 +10,15 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# make as a test runs it: with the suite's own virtual environment, which -o keeps make from reinstalling
+SUITE_VENV = Path(sys.executable).parent.parent
+MAKE = ["make", "--no-print-directory", "-C", str(ROOT), "-o", f"{SUITE_VENV}/.installed",
+        "-o", f"{SUITE_VENV}/.installed-dev", f"VENV={SUITE_VENV}"]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The programs a code block's line may start with; a shell block's line starting with another fails the layer, so
 # a new kind of command brings a rule with it. An untagged block (a diagram, a file list) counts only these lines.

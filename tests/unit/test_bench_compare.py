@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from shown_commands import clean_environ
+from shown_commands import MAKE, ROOT, clean_environ
 
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 # the default's 2-hour control and the falling random-opening fraction, both seed 1337 on the AMX Xeon (RESULTS.md,
 # 2026-12-05), the default's 2 hours on a bf16 EPYC and its 30 minutes on an AVX2-only one (2026-12-04)
@@ -39,10 +38,8 @@ def test_an_arm_and_its_control_side_by_side_give_the_counts_results_md_quotes()
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
 def test_make_compare_prints_what_the_module_does():
-    """`make compare`, as make help shows it, with the suite's own venv (-o: make does not reinstall it)."""
-    venv = Path(sys.executable).parent.parent
-    ran = subprocess.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), "-o", f"{venv}/.installed",
-                          f"VENV={venv}", "compare", f"ARGS={CONTROL} {FALLING}"], capture_output=True, text=True,
+    """`make compare`, as make help shows it, with the suite's own venv."""
+    ran = subprocess.run([*MAKE, "-s", "compare", f"ARGS={CONTROL} {FALLING}"], capture_output=True, text=True,
                          timeout=120, check=False, env=clean_environ())
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == compare(CONTROL, FALLING).stdout

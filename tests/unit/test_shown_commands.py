@@ -26,14 +26,11 @@ from pathlib import Path
 
 import pytest
 import shown_commands as table
-from shown_commands import ROOT, Here, Proven, Shown, all_shown, clean_environ, rule_of
+from shown_commands import MAKE, ROOT, Here, Proven, Shown, all_shown, clean_environ, rule_of
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
 
 SHOWN = all_shown() if shutil.which("make") else []
-VENV = Path(sys.executable).parent.parent  # the suite's own; -o: make does not reinstall it
-MAKE = ["make", "--no-print-directory", "-C", str(ROOT), "-o", f"{VENV}/.installed", "-o", f"{VENV}/.installed-dev",
-        f"VENV={VENV}"]
 PLACEHOLDER = re.compile(r"\[|\.\.\.|…|\bVERB\b")  # a template in prose (`ARGS="[--image IMAGE] ..."`), not a line
 # The smallest real run of each local target: appended to the shown ARGS (the last value of a flag wins).
 SMALL_ARGS = {
