@@ -77,7 +77,7 @@ class SelfPlayWorker:
         self.game, self.cfg, self.rng = game, cfg, rng
         s = cfg.search
         self.mcts = BatchedMCTS(game, evaluator, c_puct=s.c_puct, dirichlet_alpha=s.dirichlet_alpha,
-                                noise_fraction=s.noise_fraction, forced_playouts=s.forced_playouts, rng=rng)
+                                noise_fraction=s.noise_fraction, rng=rng)
         B, T, A = cfg.actors.games, game.max_moves, game.num_actions
         self.states = game.initial_states(B)
         self.ply = np.zeros(B, dtype=np.int64)
@@ -112,11 +112,11 @@ class SelfPlayWorker:
         full = (self.rng.random() < s.full_search_fraction) & ~opening
         budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
-        policy = result.target_visits / result.target_visits.sum(axis=1, keepdims=True)
+        policy = result.visits / result.visits.sum(axis=1, keepdims=True)
         actions = result.best_moves()
         sampled = (self.ply < s.temperature_moves) & ~opening
         explore = np.flatnonzero(sampled)
-        if len(explore):  # temperature 1: sample in proportion to the target's visits (pruned where forced)
+        if len(explore):  # temperature 1: sample in proportion to visits
             cum = policy[explore].cumsum(axis=1)
             u = self.rng.random(len(explore))[:, None] * cum[:, -1:]
             actions[explore] = np.minimum((cum < u).sum(axis=1), game.num_actions - 1)

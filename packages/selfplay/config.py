@@ -126,10 +126,6 @@ class SearchConfig(Section):
     """Root noise concentration (about 10 / typical number of legal moves)."""
     noise_fraction: float = number(0.25, 0, 1, high_open=True)
     """Share of the root prior replaced by Dirichlet noise in self-play (never in evaluation)."""
-    forced_playouts: float = number(0.0, 0, 100, note="0 = off")
-    """KataGo's forced playouts with policy target pruning (its k; KataGo uses 2): at a noisy root each move of
-    prior p gets at least sqrt(k p N) of the N simulations, and the policy target keeps only the visits PUCT would
-    have given it (mcts.BatchedMCTS.prune_forced). 0 = off."""
     temperature_moves: int = number(12, 0, 1000)
     """Moves played in proportion to visit counts at the start of each game; after that, the most visited."""
     full_search_fraction: float = number(1.0, 0, 1, low_open=True, note="1 = every move in full")

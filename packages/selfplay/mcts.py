@@ -29,8 +29,6 @@ class SearchResult:
     evals: int              # positions sent to the network
     calls: int              # network calls
     q: np.ndarray           # float32 [B, A]: mean value of each root move for the player to move (-inf: unvisited)
-    target_visits: np.ndarray  # float32 [B, A]: the visits the policy target is made of: `visits` less the forced
-    #                            playouts PUCT would not have spent (policy target pruning); `visits` where none were
 
     def best_moves(self) -> np.ndarray:
         """The most visited root move of each game; among equally visited ones, the one search values most.
@@ -38,9 +36,6 @@ class SearchResult:
         At 25 simulations over 7 moves ties are common, and argmax alone would pick the leftmost column."""
         top = self.visits == self.visits.max(axis=1, keepdims=True)
         return np.where(top, self.q, -np.inf).argmax(axis=1)
-
-
-FORCED = 1e6  # added to a forced move's PUCT score: above any unforced one, forced moves still ranked by their score
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
@@ -52,8 +47,8 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 class BatchedMCTS:
     def __init__(self, game: Game, evaluate: Evaluator, c_puct: float = 1.5, dirichlet_alpha: float = 1.0,
-                 noise_fraction: float = 0.25, fpu: float = 0.0, forced_playouts: float = 0.0,
-                 rng: np.random.Generator | None = None, encode: Callable[[np.ndarray], np.ndarray] | None = None):
+                 noise_fraction: float = 0.25, fpu: float = 0.0, rng: np.random.Generator | None = None,
+                 encode: Callable[[np.ndarray], np.ndarray] | None = None):
         self.game = game
         self.evaluate = evaluate
         # what `evaluate` is given for a batch of states: the network's planes, or (rollouts) the states themselves
@@ -62,7 +57,6 @@ class BatchedMCTS:
         self.dirichlet_alpha = dirichlet_alpha
         self.noise_fraction = noise_fraction
         self.fpu = fpu  # value assumed for an unvisited edge, from the chooser's point of view
-        self.forced_playouts = forced_playouts  # KataGo's k (search.forced_playouts); 0 = off
         self.rng = rng or np.random.default_rng()
 
     def search(self, roots: np.ndarray, num_simulations: int, add_noise: bool | np.ndarray,
@@ -120,12 +114,6 @@ class BatchedMCTS:
                 q = np.where(v > 0, value_sum[walking, n] / np.maximum(v, 1), self.fpu)
                 u = self.c_puct * p * (np.sqrt(v.sum(axis=1, keepdims=True) + 1e-8) / (1 + v))
                 score = np.where(p > 0, q + u, -np.inf)  # illegal moves have prior 0 (noise keeps them 0)
-                if self.forced_playouts:
-                    # KataGo's forced playouts: at a noisy root, a move with (noisy) prior p is chosen until it has
-                    # sqrt(k p N) of the root's N visits, so a move the noise favours is looked at, not just listed
-                    forced = ((n == 0) & noisy[walking])[:, None] & (p > 0) & (
-                        v < np.sqrt(self.forced_playouts * p * v.sum(axis=1, keepdims=True)))
-                    score = np.where(forced, score + FORCED, score)
                 a = score.argmax(axis=1).astype(np.int32)
                 d = depth[walking]
                 path_nodes[walking, d] = n
@@ -180,36 +168,8 @@ class BatchedMCTS:
         root_visits = visits[:, 0]
         root_value = (value_sum[:, 0].sum(axis=1) / np.maximum(root_visits.sum(axis=1), 1)).astype(np.float32)
         root_q = np.where(root_visits > 0, value_sum[:, 0] / np.maximum(root_visits, 1), -np.inf).astype(np.float32)
-        result = SearchResult(root_visits.copy(), root_value, root_prior, np.asarray(net_value, dtype=np.float32),
-                              evals, calls, root_q, root_visits.copy())
-        if self.forced_playouts and noisy.any():
-            result.target_visits[noisy] = self.prune_forced(result, prior[:, 0])[noisy]
-        return result
-
-    def prune_forced(self, result: SearchResult, root_prior: np.ndarray) -> np.ndarray:
-        """KataGo's policy target pruning (Wu 2019, arXiv:1902.10565): the root visits without the forced playouts that
-        PUCT would not have given.
-
-        Each move but the most visited one, c*, loses up to its sqrt(k p N) forced playouts, as many as keep its
-        PUCT score (Q + c_puct p sqrt(N) / (1 + n), p the noisy prior the search used) below c*'s; a move left with
-        one visit or none is dropped. The target then teaches what search preferred, not what the noise made it
-        try; c*'s visits, and so the move played greedily, are unchanged."""
-        visits, q = result.visits, result.q
-        rows = np.arange(len(visits))
-        total = visits.sum(axis=1, keepdims=True)
-        explore = self.c_puct * root_prior * np.sqrt(total)
-        best = result.best_moves()[:, None]
-        best_score = (np.take_along_axis(q, best, 1)
-                      + np.take_along_axis(explore, best, 1) / (1 + np.take_along_axis(visits, best, 1)))
-        gap = best_score - q  # how far a move's value lies below c*'s score; unvisited moves (q -inf) stay at 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # the fewest visits n' with Q + explore / (1 + n') < best_score: n' > explore / gap - 1
-            fewest = np.where(gap > 0, np.floor(explore / gap), visits)
-        forced = np.floor(np.sqrt(self.forced_playouts * root_prior * total))
-        kept = np.clip(np.maximum(visits - forced, fewest), 0, visits)
-        kept = np.where(kept <= 1, 0, kept)
-        kept[rows, best[:, 0]] = visits[rows, best[:, 0]]
-        return kept.astype(np.float32)
+        return SearchResult(root_visits.copy(), root_value, root_prior, np.asarray(net_value, dtype=np.float32),
+                            evals, calls, root_q)
 
 
 def uniform_evaluator(game: Game) -> Evaluator:

@@ -2,7 +2,7 @@
 
 import numpy as np
 from selfplay.games import ConnectFour, TicTacToe
-from selfplay.mcts import BatchedMCTS, SearchResult, uniform_evaluator
+from selfplay.mcts import BatchedMCTS, uniform_evaluator
 
 
 def search(game, move_lists, sims=200, noise=False, **kw):
@@ -72,43 +72,3 @@ def test_equally_visited_moves_are_told_apart_by_their_value_not_their_column():
     assert r.best_moves()[0] == 8 and r.q[0, 8] == 1.0          # the win's value decides
     assert np.isneginf(r.q[0, 0])                                # occupied squares have no value
 
-
-
-def test_forced_playouts_visit_every_noisy_root_move_and_the_target_drops_what_puct_would_not_have_given():
-    game = ConnectFour()
-    win = [0, 6, 0, 6, 0, 5]  # first player wins at column 0: every other move is a forced playout's waste
-    mcts = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0), forced_playouts=2.0)
-    r = mcts.search(game.states_from_moves([win, win]), 300, add_noise=np.array([True, False]))
-    prior, total = mcts.last_tree["prior"][0, 0], r.visits[0].sum()
-    assert (r.visits[0] >= np.floor(np.sqrt(2.0 * prior * total)) - 1).all()  # forced: each move sqrt(k p N)
-    assert r.best_moves()[0] == 0 and r.target_visits[0, 0] == r.visits[0, 0]  # the best move keeps its visits
-    assert (r.target_visits[0, 1:] < r.visits[0, 1:]).all()  # the others lose the playouts only forcing gave them
-    np.testing.assert_array_equal(r.target_visits[1], r.visits[1])  # no noise, nothing forced, nothing pruned
-    plain = BatchedMCTS(game, uniform_evaluator(game), rng=np.random.default_rng(0))
-    np.testing.assert_array_equal(plain.search(game.states_from_moves([win]), 300, add_noise=False).visits,
-                                  r.visits[1:])  # without noise the search is the plain one
-
-
-def test_policy_target_pruning_keeps_the_fewest_visits_that_leave_a_move_below_the_best_one():
-    """prune_forced's closed form against the definition, walked one visit at a time on random roots."""
-    game = ConnectFour()
-    mcts = BatchedMCTS(game, uniform_evaluator(game), forced_playouts=2.0)
-    rng = np.random.default_rng(7)
-    for _ in range(200):
-        visits = rng.integers(0, 40, size=(1, 7)).astype(np.float32)
-        prior = rng.dirichlet(np.ones(7), size=1).astype(np.float32)
-        q = np.where(visits > 0, rng.uniform(-1, 1, size=(1, 7)), -np.inf).astype(np.float32)
-        result = SearchResult(visits, q[:, 0], prior, q[:, 0], 0, 0, q, visits.copy())
-        kept = mcts.prune_forced(result, prior)[0]
-        n, p, best = visits[0], prior[0], result.best_moves()[0]
-        explore = mcts.c_puct * p * np.sqrt(n.sum())  # PUCT of move a with v visits: q[a] + explore[a] / (1 + v)
-        best_score = q[0, best] + explore[best] / (1 + n[best])
-        for a in range(7):
-            expected = n[a]
-            if a != best and n[a] > 0:
-                forced = np.floor(np.sqrt(2.0 * p[a] * n.sum()))
-                while (expected > n[a] - forced and expected > 0
-                       and q[0, a] + explore[a] / expected < best_score):  # one visit fewer stays below c*
-                    expected -= 1
-                expected = 0 if expected <= 1 else expected
-            assert kept[a] == expected, (a, n, p, q, kept)

@@ -57,13 +57,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_forced_playouts_reach_the_worker_and_its_policy_target_is_the_pruned_visits():
-    worker, finished = play(["--search.forced_playouts=2", "--search.simulations=32"])
-    assert worker.mcts.forced_playouts == 2
-    pruned = 0
-    for s in finished:
-        assert np.allclose(s.policy.sum(axis=1), 1) and (s.policy >= 0).all()
-        pruned += int((np.round(s.policy * 32, 4) % 1 != 0).any(axis=1).sum())  # not 32nds: visits were taken back
-    assert pruned > 0
