@@ -57,11 +57,11 @@ def cores_per_rank() -> int:
 def default_actor_count(cores: int) -> int:
     """Physical cores minus one for the learner; on 1-2 cores, one actor per core.
 
-    A 32x4 learner keeps up with an actor using about a quarter of a core, so on a 2-core
-    machine a core reserved for it sat ~60% idle. Two actors beside the learner there played
-    1.65x the positions of one (380 vs 230 per second) and lowered every Pons error after
-    30 minutes (bench/RESULTS.md, "What error does it reach in 30 minutes"). From 3 cores up the learner keeps
-    its own core: several actors' data is more than a quarter core can train on.
+    A 32x4 learner keeps up with an actor using about a quarter of a core (the 48x4 default still waits on
+    self-play), so on a 2-core machine a core reserved for it sat ~60% idle. Two actors beside the learner there
+    played 1.65x the positions of one (380 vs 230 per second) and lowered every Pons error after 30 minutes
+    (bench/RESULTS.md, "What error does it reach in 30 minutes"). From 3 cores up the learner keeps its own core:
+    several actors' data is more than a quarter core can train on.
     """
     return cores if cores <= 2 else cores - 1
 
