@@ -141,20 +141,20 @@ def test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against(
 def test_make_train_docker_trains_in_the_cpu_image_into_its_own_run_folder(cpu_image):
     """DOCKER.md's `make train-docker TRAIN_CONFIG=tictactoe ARGS=...` as typed (the run folder under the checkout's
     runs/, which the recipe mounts, named so that it cannot meet another run): train-local's runs/local untouched."""
-    import os
     import shutil
     import subprocess
     import uuid
 
+    from suite_make import clean_environ
+
     folder = REPO / "runs" / f"test-train-docker-{uuid.uuid4().hex[:8]}"
     local = REPO / "runs" / "local"
     before = sorted(local.iterdir()) if local.is_dir() else None
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     try:
         made = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "train-docker", f"TRAIN_IMAGE={cpu_image}",
                                "TRAIN_CONFIG=tictactoe", f"TRAIN_RUN_DIR=runs/{folder.name}",
                                "ARGS=--run.max_steps=2 --actors.count=1 --eval.every_minutes=0"],
-                              capture_output=True, text=True, timeout=600, check=False, env=env, stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, timeout=600, check=False, env=clean_environ(), stdin=subprocess.DEVNULL)
         assert made.returncode == 0, made.stdout[-3000:] + made.stderr
         assert [p.name for p in trained_checkpoints(folder)] == ["ckpt-000000002.pt"], made.stdout[-3000:]
         assert FINISHED.search(made.stdout), made.stdout[-3000:]

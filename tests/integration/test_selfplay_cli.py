@@ -3,7 +3,6 @@ verb, and the dispatcher's handler out of reach of the verbs' own options."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,8 +11,7 @@ from pathlib import Path
 import pytest
 from selfplay import __main__ as dispatcher
 from selfplay.cli import VERBS
-
-ROOT = Path(__file__).resolve().parents[2]
+from suite_make import MAKE, clean_environ
 
 
 def selfplay(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -47,12 +45,8 @@ def test_plot_draws_a_trained_run(trained_run):
 @pytest.mark.slow
 def test_make_plot_runs_the_same_command(trained_run):
     out = trained_run / "by-make.svg"
-    venv = Path(sys.executable).parent.parent  # the suite's own; -o: do not reinstall it
-    # as typed at a shell: under `make test` the outer make's MAKELEVEL and MAKEFLAGS would reach this make
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
-    made = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "plot", f"VENV={venv}", "-o",
-                           f"{venv}/.installed", f"RUN_DIR={trained_run}", f"ARGS=--out {out}"],
-                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    made = subprocess.run([*MAKE, "plot", f"RUN_DIR={trained_run}", f"ARGS=--out {out}"],
+                          capture_output=True, text=True, timeout=120, check=False, env=clean_environ())
     assert made.returncode == 0, made.stdout + made.stderr
     assert made.stdout.splitlines()[-1] == f"wrote {out}" and out.is_file()
 

@@ -8,6 +8,7 @@ import pytest
 from gantry.cli import VERBS, build_parser, main
 from gantry.status import ExitStatus
 from launcher_helpers import REPO, Deployment, isolated_environ, needs_terraform, run_module
+from suite_make import MAKE
 
 
 def test_top_level_help_shows_the_workflow(tmp_path):
@@ -131,10 +132,7 @@ def test_make_shows_gantrys_status_and_the_console_script_returns_it(tmp_path):
     with FakeCompute.us_central1(gpu_quota=0) as fake, FakeGoogleApis() as apis:
         environ = isolated_environ(tmp_path, GANTRY_COMPUTE_ENDPOINT=fake.endpoint,
                                    GANTRY_GOOGLEAPIS_ENDPOINT=apis.endpoint)
-        venv = Path(sys.executable).parent.parent  # the suite's own; -o: do not reinstall it
-        made = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "preflight", f"VENV={venv}",
-                               "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-dev",
-                               f"ARGS=--infra-dir {deployment.infra}"],
+        made = subprocess.run([*MAKE, "preflight", f"ARGS=--infra-dir {deployment.infra}"],
                               capture_output=True, text=True, env=environ, timeout=300, check=False)
         script = subprocess.run([str(Path(sys.executable).with_name("gantry")), "preflight",
                                  "--infra-dir", str(deployment.infra)],

@@ -29,6 +29,7 @@ from launch_contract import (
 )
 from launcher_helpers import REPO, isolated_environ, needs_terraform, run_module
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items, node_address
+from suite_make import MAKE
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
@@ -257,12 +258,8 @@ def test_the_help_of_stop_fetch_and_status_says_what_they_do_with_a_command_run(
 
 
 def test_make_run_gcp_passes_project_to_gantry_run():
-    import sys
-
-    venv = Path(sys.executable).parent.parent  # the suite's own; -o: make neither checks nor reinstalls it
-    made = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(REPO), "run-gcp", "PROJECT=../my-trainer",
-                           f"ARGS=--sync checkpoints -- {' '.join(COMMAND)}", f"VENV={venv}",
-                           "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-dev"],
+    made = subprocess.run([*MAKE, "-n", "run-gcp", "PROJECT=../my-trainer",
+                           f"ARGS=--sync checkpoints -- {' '.join(COMMAND)}"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert made.returncode == 0, made.stderr
     assert f"-m gantry run --project ../my-trainer --sync checkpoints -- {' '.join(COMMAND)}" in made.stdout

@@ -6,19 +6,14 @@ verbs, and README.md and docs/*.md (each code block's command lines, and the inl
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# make as a test runs it: with the suite's own virtual environment, which -o keeps make from reinstalling
-SUITE_VENV = Path(sys.executable).parent.parent
-MAKE = ["make", "--no-print-directory", "-C", str(ROOT), "-o", f"{SUITE_VENV}/.installed",
-        "-o", f"{SUITE_VENV}/.installed-dev", f"VENV={SUITE_VENV}"]
+from suite_make import ROOT, clean_environ
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The programs a code block's line may start with; a shell block's line starting with another fails the layer, so
 # a new kind of command brings a rule with it. An untagged block (a diagram, a file list) counts only these lines.
@@ -42,13 +37,6 @@ class Shown:
     def program(self) -> str:
         """The first word that is not an environment assignment: make, gantry, gcloud, ..."""
         return next(w for w in self.words if not re.match(r"^[A-Z_]+=", w))
-
-
-def clean_environ() -> dict[str, str]:
-    """The environment a user's shell has: under `make test` the outer make's MAKELEVEL and MAKEFLAGS would reach
-    the make a test runs (and switch its command-line check off), and pytest's own variables a pytest it runs."""
-    return {k: v for k, v in os.environ.items()
-            if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES") and not k.startswith("PYTEST_")}
 
 
 def make_help_commands() -> list[Shown]:

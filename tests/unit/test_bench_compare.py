@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shown_commands import MAKE, ROOT, clean_environ
+from suite_make import MAKE, ROOT, clean_environ
 
 RESULTS = ROOT / "bench" / "results"
 # the default's 2-hour control and the falling random-opening fraction, both seed 1337 on the AMX Xeon (RESULTS.md,

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from shown_commands import ROOT, clean_environ
+from suite_make import ROOT, clean_environ
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
 INSTALL = "docker/torch_pins.py install"

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 import shown_commands as table
-from shown_commands import MAKE, ROOT, Here, Proven, Shown, all_shown, clean_environ, rule_of
+from shown_commands import Here, Proven, Shown, all_shown, rule_of
+from suite_make import MAKE, ROOT, clean_environ
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
 
