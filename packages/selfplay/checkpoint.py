@@ -171,6 +171,8 @@ def check_compatible(saved_config: dict, config_dict: dict, fields: tuple[str, .
         old = saved_config.get(section, {}).get(key)
         new = config_dict[section][key]
         if old != new:
+            # a changed default (connect4.yaml's net went 32 -> 48 wide) meets every run made before it
+            again = f"resume it with --{dotted}={old}" if old is not None else "use the run's original config"
             raise CheckpointError(
                 f"checkpoint {path} was trained with {dotted}={old!r} but this run asks for {dotted}={new!r}: "
-                f"use the run's original config, or a new run.dir to start fresh")
+                f"{again}, or a new run.dir to start fresh")

@@ -149,7 +149,7 @@ def test_a_checkpoint_from_before_wide_heads_and_paced_replay_is_refused_by_name
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines() == [
         (f"selfplay: error: checkpoint {path} was trained with model.policy_filters=2 but this run asks for "
-        f"model.policy_filters=32: use the run's original config, or a new run.dir to start fresh")]
+        f"model.policy_filters=32: resume it with --model.policy_filters=2, or a new run.dir to start fresh")]
     resumed = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=30", *narrow, *FAST)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "at step 20" in resumed.stdout and (run / "ckpt-000000030.pt").is_file()

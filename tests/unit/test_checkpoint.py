@@ -69,7 +69,9 @@ def test_foreign_file_and_empty_dir_are_errors(tmp_path):
 def test_a_differently_shaped_network_is_refused(tmp_path):
     saved = payload(1, channels=8).config
     wanted = {"game": {"name": "connect4"}, "model": {"channels": 16, "blocks": 1}}
-    with pytest.raises(CheckpointError, match="model.channels=8 but this run asks for model.channels=16"):
+    # the line names the flag that resumes it: a user whose run predates a changed default needs no archaeology
+    with pytest.raises(CheckpointError, match="model.channels=8 but this run asks for model.channels=16: "
+                                              "resume it with --model.channels=8, or a new run.dir"):
         checkpoint.check_compatible(saved, wanted, ("game.name", "model.channels"), tmp_path / "x.pt")
 
 
