@@ -165,6 +165,13 @@ def fp32_isa(seconds: float, quick: bool) -> list[dict]:
     return rows
 
 
+def shipped_case() -> tuple[int, int, int, int, float]:
+    """make train-local's self-play as connect4.yaml ships it: (channels, blocks, games, simulations, full share)."""
+    cfg = load(resolve_config("connect4"))
+    return (cfg.model.channels, cfg.model.blocks, cfg.actors.games, cfg.search.simulations,
+            cfg.search.full_search_fraction)
+
+
 def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -> dict:
     game = make_game("connect4")
     cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--learner.batch_size={batch}",
@@ -412,7 +419,7 @@ def main() -> int:
             ap.error(f"--from-run {d}: no {STATS_FILE} there; pass the run folders a training left (runs/bench-*)")
     if args.fp32_case:  # fp32_isa's child: one case, its line of JSON
         torch.set_num_threads(1)
-        ch, bl, games = (8, 1, 16) if args.quick else (32, 4, 128)
+        ch, bl, games = (8, 1, 16) if args.quick else shipped_case()[:3]
         r = selfplay_throughput(ch, bl, games, 8 if args.quick else 64, args.fp32_case, 1.0, None, args.fp32_runtime)
         print(json.dumps({**r, "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
         return 0
@@ -432,8 +439,10 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "when": stamp}
 
-    cases = [(32, 4, 128, 64, 1.0), (32, 4, 128, 64, 0.25), (32, 4, 64, 64, 1.0), (64, 4, 128, 64, 1.0),
-             (64, 4, 64, 64, 1.0)]
+    shipped = shipped_case()
+    # make train-local's own case first, then the widths and batches it was chosen against
+    cases = [shipped, *(c for c in [(32, 4, 128, 64, 1.0), (32, 4, 128, 64, 0.25), (32, 4, 64, 64, 1.0),
+                                    (64, 4, 128, 64, 1.0), (64, 4, 64, 64, 1.0)] if c != shipped)]
     if args.quick:
         cases = [(8, 1, 16, 8, 0.25)]
     if args.skip_throughput:
@@ -452,7 +461,8 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch)", flush=True)
     report["learner"] = [] if args.skip_throughput else [
         learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
-        for ch, bl in ([(32, 4), (64, 4)] if not args.quick else [(8, 1)])]
+        for ch, bl in ([shipped[:2], *(n for n in [(32, 4), (64, 4)] if n != shipped[:2])] if not args.quick
+                       else [(8, 1)])]
     for r in report["learner"]:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
