@@ -461,8 +461,7 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
               f"({r['vs_azg_default_512ch']:.1f}x azg-512ch)", flush=True)
     report["learner"] = [] if args.skip_throughput else [
         learner_throughput(ch, bl, 256 if not args.quick else 32, 2 if args.quick else 10)
-        for ch, bl in ([shipped[:2], *(n for n in [(32, 4), (64, 4)] if n != shipped[:2])] if not args.quick
-                       else [(8, 1)])]
+        for ch, bl in ([(8, 1)] if args.quick else [shipped[:2], *(n for n in [(32, 4), (64, 4)] if n != shipped[:2])])]
     for r in report["learner"]:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)

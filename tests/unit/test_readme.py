@@ -15,11 +15,17 @@ README = ROOT / "README.md"
 MAX_README_BYTES = 15 * 1024
 WALKTHROUGH_MARKER = "<!-- walkthrough: the node twin runs this block -->"
 BENCH_RESULT = ROOT / "bench/results/bench-20261205-202239.json"  # the README's "after N minutes" table
-SHIPPED_CONFIG = ROOT / "packages/selfplay/configs/connect4.yaml"  # make train-local's
 
 
 def readme() -> str:
     return README.read_text()
+
+
+def shipped_config():
+    """make train-local's config as the trainer loads it (connect4.yaml over the defaults)."""
+    from selfplay.config_io import load, resolve_config
+
+    return load(resolve_config("connect4"))
 
 
 def code_blocks(text: str) -> list[str]:
@@ -106,14 +112,12 @@ def test_readme_progress_line_is_one_the_trainer_prints():
 def test_readme_startup_line_shows_the_config_make_train_local_ships():
     """The line a run starts with names the net, games and simulations it trains with: the README's must be the
     shipped config's, so changing a default in connect4.yaml without the landing page fails here."""
-    import yaml
-
-    shipped = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    shipped = shipped_config()
     starts = [line for block in code_blocks(readme()) for line in block.splitlines() if line.startswith("training ")]
     assert len(starts) == 1, "README.md shows no line a run starts with"
-    expected = (f"training {shipped['game']['name']}: ", f" x {shipped['actors']['games']} games, ",
-                f" {shipped['search']['simulations']} sims/move, ",
-                f" net {shipped['model']['channels']}x{shipped['model']['blocks']}, ", f" run dir {shipped['run']['dir']}")
+    expected = (f"training {shipped.game.name}: ", f" x {shipped.actors.games} games, ",
+                f" {shipped.search.simulations} sims/move, ",
+                f" net {shipped.model.channels}x{shipped.model.blocks}, ", f" run dir {shipped.run.dir}")
     missing = [part.strip(" ,") for part in expected if part not in starts[0]]
     assert not missing, f"README.md's startup line\n  {starts[0]}\nlacks what connect4.yaml ships: {missing}"
 
@@ -121,11 +125,10 @@ def test_readme_startup_line_shows_the_config_make_train_local_ships():
 def test_readme_says_how_many_positions_the_progress_line_grades_and_the_table_grades():
     """The line a run prints grades eval.positions_per_set positions per set (connect4.yaml's and the default);
     the table is the bench's grading of all 1,000 afterwards: the README must not pass one off as the other."""
-    import yaml
     from selfplay.config import EvalConfig
 
     text = " ".join(readme().split())
-    shipped = yaml.safe_load(SHIPPED_CONFIG.read_text())["eval"]["positions_per_set"]
+    shipped = shipped_config().eval.positions_per_set
     assert shipped == EvalConfig().positions_per_set
     assert f"over the first {shipped} positions of each set (`eval.positions_per_set`" in text
     assert "graded afterwards on all 1,000 positions per set" in text
@@ -134,19 +137,18 @@ def test_readme_says_how_many_positions_the_progress_line_grades_and_the_table_g
 
 
 def test_readme_minutes_table_is_the_committed_bench_result():
-    import yaml
-
     assert BENCH_RESULT.name in readme()
+    training = json.loads(BENCH_RESULT.read_text())["training"]
     # the table is the net make train-local trains: a bench that widened or narrowed it says so in its train_args
-    channels = re.search(r"--model\.channels=(\d+)", json.loads(BENCH_RESULT.read_text())["training"]["train_args"])
-    shipped = yaml.safe_load(SHIPPED_CONFIG.read_text())["model"]["channels"]
+    channels = re.search(r"--model\.channels=(\d+)", training["train_args"])
+    shipped = shipped_config().model.channels
     assert channels is None or int(channels.group(1)) == shipped, (
         f"README.md's minutes table trained {channels.group(0)}, connect4.yaml ships {shipped}")
-    run = json.loads(BENCH_RESULT.read_text())["training"]["runs"][0]
+    run = training["runs"][0]
     by_step = {c["step"]: c for c in run["curve"]}
     rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d.]+)% \| ([\d.]+)% \|$", readme(), flags=re.M)
     assert rows, "README.md has no minutes table"
-    reference = json.loads(BENCH_RESULT.read_text())["training"]["azg_30min_mcts_weak"]
+    reference = training["azg_30min_mcts_weak"]
     assert (f"reaches {100 * reference['Middle-Medium']:.1f}% and {100 * reference['Begin-Hard']:.1f}% on those two "
             "sets in 30 minutes") in " ".join(readme().split())
     for minutes, step, mid, hard in rows:
