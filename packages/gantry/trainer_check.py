@@ -21,8 +21,9 @@ PACKAGES_DIR = Path(__file__).resolve().parents[1]  # packages/: gantry, selfpla
 CHECK_TIMEOUT_S = 120
 
 
-def check_selfplay(config: str, trainer_args: list[str]) -> None:
-    """Refuse in one line, the trainer's own, when `selfplay train --config CONFIG ARGS` would refuse."""
+def check_selfplay(config: str, trainer_args: list[str]) -> str:
+    """Refuse in one line, the trainer's own, when `selfplay train --config CONFIG ARGS` would refuse; else the last
+    line the check printed (with --resume: what the trainer will resume)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGES_DIR),
                                                                      os.environ.get("PYTHONPATH", "")]))}
     try:
@@ -32,7 +33,7 @@ def check_selfplay(config: str, trainer_args: list[str]) -> None:
         raise GantryError(f"the trainer's check of its flags took over {CHECK_TIMEOUT_S} s",
                           "Run `python -m selfplay check --config CONFIG ARGS` to see why; nothing was started.") from None
     if done.returncode == 0:
-        return
+        return (done.stdout.strip().splitlines() or [""])[-1]
     lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
     said = next((line for line in reversed(lines) if line.startswith("selfplay: error: ")), None)
     if said is not None:  # the trainer's one line already names the setting and its fix

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from .config import Config
+from .config_io import with_legacy_shape
 from .errors import CheckpointError
 
 NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
@@ -164,7 +166,13 @@ def resolve(path_or_dir: str | Path) -> Path:
     return p
 
 
-def check_compatible(saved_config: dict, config_dict: dict, fields: tuple[str, ...], path: Path) -> None:
+def check_resumes(saved: Checkpoint, cfg: Config, path: str | Path) -> None:
+    """Refuse in one line a config that cannot continue ``saved``: another game or another net shape. train asks it
+    of the checkpoint it resumes; `selfplay check --resume` asks it first, on the laptop, of the bucket's newest."""
+    check_compatible(with_legacy_shape(saved.config), cfg.to_dict(), Config.SHAPE_FIELDS, path)
+
+
+def check_compatible(saved_config: dict, config_dict: dict, fields: tuple[str, ...], path: str | Path) -> None:
     """Refuse to resume when the game or the network's shape differs from the checkpoint's."""
     for dotted in fields:
         section, key = dotted.split(".")

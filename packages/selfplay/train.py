@@ -19,7 +19,7 @@ from launch_contract import END_KIND, STATS_FILE
 from . import checkpoint
 from .arena import PeriodicArena
 from .config import Config
-from .config_io import dump, with_legacy_shape
+from .config_io import dump
 from .distributed import (
     DistInfo,
     LostRankError,
@@ -252,7 +252,7 @@ def _resume(cfg: Config, info: DistInfo, runlog: RunLog, run_dir: RunDir, learne
     newest = checkpoint.latest(run_dir.local) if info.is_main else None
     if newest is not None:
         saved = checkpoint.load(newest)
-        checkpoint.check_compatible(with_legacy_shape(saved.config), cfg.to_dict(), Config.SHAPE_FIELDS, newest)
+        checkpoint.check_resumes(saved, cfg, newest)
         learner.load_state_dict(saved.learner_state())
         if saved.replay:
             replay.load_state_dict(saved.replay)

@@ -150,6 +150,11 @@ def test_a_checkpoint_from_before_wide_heads_and_paced_replay_is_refused_by_name
     assert refused.stderr.strip().splitlines() == [
         (f"selfplay: error: checkpoint {path} was trained with model.policy_filters=2 but this run asks for "
         f"model.policy_filters=32: resume it with --model.policy_filters=2, or a new run.dir to start fresh")]
+    # what gantry run --resume asks on the laptop before a node starts: the same refusal, then the same fit
+    checked = selfplay("check", "--resume", "--config", "tictactoe", f"--run.dir={run}")
+    assert (checked.returncode, checked.stderr) == (refused.returncode, refused.stderr)
+    fits = selfplay("check", "--resume", "--config", "tictactoe", f"--run.dir={run}", *narrow)
+    assert fits.stdout.splitlines()[-1] == "resumes from ckpt-000000020.pt at step 20, its game and net checked"
     resumed = selfplay("train", "--config", "tictactoe", f"--run.dir={run}", "--run.max_steps=30", *narrow, *FAST)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "at step 20" in resumed.stdout and (run / "ckpt-000000030.pt").is_file()

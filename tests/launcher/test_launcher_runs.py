@@ -15,6 +15,7 @@ from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.settings import Settings
 from launch_contract import (
+    DEFAULT_CONFIG,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     NNODES_ENV,
@@ -82,6 +83,51 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
     assert again.status == ExitStatus.OK, again.output
     resumed = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
     assert resumed.run_id == "r1" and resumed.launched_at != specs[0].launched_at
+
+
+def trainer_config(overrides: tuple[str, ...] = ()):
+    """The config a selfplay run of the launcher's default config loads, with ``overrides``, as the trainer loads it."""
+    from selfplay.config_io import load, resolve_config
+
+    return load(resolve_config(DEFAULT_CONFIG), list(overrides))
+
+
+def checkpoint_in_bucket(run_url: str, staging, overrides: tuple[str, ...], step: int = 20) -> str:
+    """A checkpoint of the default config with ``overrides``, an untrained net of its shape, written by the trainer's
+    own code into the run's folder of the bucket as a trainer on a node leaves it; its file name."""
+    from selfplay import checkpoint
+    from selfplay.games import make_game
+    from selfplay.model import build_model
+    from selfplay.rundir import RunDir
+
+    cfg = trainer_config(overrides)
+    m = cfg.model
+    net = build_model(make_game(cfg.game.name), m.channels, m.blocks, m.policy_filters, m.value_filters)
+    run = RunDir(run_url, staging_root=str(staging))
+    path = checkpoint.save(run.local, checkpoint.Checkpoint(step=step, config=cfg.to_dict(), model=net.state_dict()))
+    run.push(path)
+    return path.name
+
+
+def test_resume_refuses_a_net_the_buckets_checkpoint_does_not_fit_before_starting_a_node(cli, fake, world):
+    # the run began before the default net changed (connect4.yaml's went 32 -> 48 wide): the trainer on a node would
+    # refuse it after the nodes bill, so the laptop reads the bucket's newest checkpoint and refuses first
+    run_url = f"{world['bucket']}/runs/r1"
+    name = checkpoint_in_bucket(run_url, world["staging"], ("--model.channels=8",))
+    refused = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR, refused.output
+    shipped = trainer_config().model.channels
+    assert refused.stderr.strip().splitlines() == [
+        f"gantry: error: the trainer refuses its settings: checkpoint {run_url}/{name} was trained with "
+        f"model.channels=8 but this run asks for model.channels={shipped}: resume it with --model.channels=8, or a "
+        "new run.dir to start fresh. Nothing was started."]
+    assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
+
+    resumed = cli("run", "--detach", "--resume", "r1", "--", "--model.channels=8", environ=world["environ"])
+    assert resumed.status == ExitStatus.OK, resumed.output
+    assert (f"Run directory: {run_url}; the trainer resumes from {name} at step 20, its game and net checked"
+            in resumed.stdout)
+    assert RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"]).args[-1] == "--model.channels=8"
 
 
 def test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node(cli, fake, world, registry):

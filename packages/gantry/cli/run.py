@@ -46,7 +46,8 @@ replacing it stops it with a final checkpoint.
 
 Then it follows the run (node states, the master's output) until the run ends or you press
 Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
-A run with the same id resumes from its newest checkpoint in the bucket (--resume names a run the bucket holds).
+A run with the same id resumes from its newest checkpoint in the bucket (--resume names a run the bucket holds;
+that checkpoint is read here first, and a net or game it does not fit is refused before a node starts).
 
 Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each node runs
 `torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS` in the image
@@ -139,12 +140,15 @@ def run(args, env) -> ExitStatus:
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     image = pinned_image(args, cluster)
     check_nothing_runs(api, cluster, run_id, args, env)
+    run_url = cluster.run_url(run_id, env.environ)
+    resumes = ""
     if args.resume:
         check_resumable(cluster, run_id, env)
-    run_url = cluster.run_url(run_id, env.environ)
+        if program is None:  # a net the checkpoint does not fit is refused here, not on a node that bills
+            resumes = trainer_check.check_selfplay(args.config or DEFAULT_CONFIG,
+                                                   ["--resume", f"--run.dir={run_url}", *trainer_args])
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
-            f"image {image}", f"Run directory: {run_url}"
-            + (" (the trainer resumes from its newest checkpoint there)" if args.resume and not program else ""))
+            f"image {image}", f"Run directory: {run_url}" + (f"; the trainer {resumes}" if resumes else ""))
     limit = runs.budget(trainer_args) if program is None else []
     if limit:
         env.say(f"Time limit: the trainer stops with a checkpoint after {limit[0][2:]} minutes, the default of a "

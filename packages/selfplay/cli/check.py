@@ -1,12 +1,19 @@
-"""selfplay check: the config and flags as `train` would take them, then exit (what `gantry run` asks first)."""
+"""selfplay check: the config and flags as `train` would take them, then exit (what `gantry run` asks first).
+
+With --resume it also reads run.dir's newest checkpoint (from the bucket for a gs:// run.dir) and refuses, as train
+would on the node, settings that cannot continue it: `gantry run --resume` asks it before a node is started, so a
+net shape that changed since the run began costs a download, not a billed node and a crash loop."""
 
 from __future__ import annotations
 
+import tempfile
+
 from selfplay.cli.options import add_config_argument, load_config, settings_help
-from selfplay.errors import ExitStatus
+from selfplay.config import Config
+from selfplay.errors import CheckpointError, ExitStatus
 
 NAME = "check"
-HELP = "check the config and flags as train would, then exit (0: fine, 2: refused)"
+HELP = "check the config and flags as train would, then exit (0: fine, 1 or 2: refused)"
 DESCRIPTION = HELP
 EPILOG = settings_help()
 TAKES_OVERRIDES = True  # --section.key=value settings; the help lists them, unwrapped
@@ -14,10 +21,36 @@ TAKES_OVERRIDES = True  # --section.key=value settings; the help lists them, unw
 
 def add_arguments(parser) -> None:
     add_config_argument(parser)
+    parser.add_argument("--resume", action="store_true", help="also read run.dir's newest checkpoint (a gs:// "
+                        "run.dir's from its bucket) and refuse, as train would, settings that cannot continue it")
 
 
 def run(args, overrides) -> int:
-    """Refused the same way as train, with nothing written or imported beyond the config (no torch: quick)."""
+    """Refused the same way as train; without --resume nothing is written or imported beyond the config (no
+    torch: quick)."""
     cfg = load_config(args, overrides)
     print(f"config ok: {args.config} ({cfg.game.name})", flush=True)
+    if args.resume:
+        print(newest_checkpoint_resumes(cfg), flush=True)  # the last line: what gantry run says of the resume
     return ExitStatus.OK
+
+
+def newest_checkpoint_resumes(cfg: Config) -> str:
+    """What train would resume from run.dir, checked as train checks it; a remote one is read into a temporary
+    folder, gone afterwards."""
+    from selfplay import checkpoint  # torch, only when asked
+    from selfplay.rundir import RunDir
+
+    with tempfile.TemporaryDirectory(prefix="selfplay-check-") as staging:
+        run_dir = RunDir(cfg.run.dir, staging_root=staging)
+        run_dir.pull()
+        newest = checkpoint.latest(run_dir.local)
+        if newest is None:
+            return "starts at step 0: no checkpoint in run.dir yet"
+        where = f"{cfg.run.dir.rstrip('/')}/{newest.name}" if run_dir.remote else str(newest)
+        try:
+            saved = checkpoint.load(newest)
+        except CheckpointError as e:  # name the checkpoint where the user keeps it, not the temporary copy
+            raise CheckpointError(str(e).replace(str(newest), where)) from None
+        checkpoint.check_resumes(saved, cfg, where)
+        return f"resumes from {newest.name} at step {saved.step}, its game and net checked"
