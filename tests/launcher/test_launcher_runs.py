@@ -117,10 +117,10 @@ def test_resume_refuses_a_net_the_buckets_checkpoint_does_not_fit_before_startin
     refused = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
     assert refused.status == ExitStatus.ERROR, refused.output
     shipped = trainer_config().model.channels
-    assert refused.stderr.strip().splitlines() == [
+    assert refused.stderr.strip().splitlines() == [(
         f"gantry: error: the trainer refuses its settings: checkpoint {run_url}/{name} was trained with "
         f"model.channels=8 but this run asks for model.channels={shipped}: resume it with --model.channels=8, or a "
-        "new run.dir to start fresh. Nothing was started."]
+        "new run.dir to start fresh. Nothing was started.")]
     assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
 
     resumed = cli("run", "--detach", "--resume", "r1", "--", "--model.channels=8", environ=world["environ"])
