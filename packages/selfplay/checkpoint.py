@@ -131,19 +131,22 @@ def save(run_dir: str | Path, ckpt: Checkpoint, keep: int = 3) -> Path:
     return final
 
 
-def load(path: str | Path) -> Checkpoint:
-    p = Path(path)
+def load(path: str | Path, shown_as: str | None = None) -> Checkpoint:
+    """The checkpoint at ``path``; a refusal names it as ``shown_as`` where the file is a local copy of one kept
+    elsewhere (a bucket's)."""
+    file = Path(path)
+    shown = shown_as or file
     try:
-        payload = torch.load(p, map_location="cpu", weights_only=True)
+        payload = torch.load(file, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(
-            f"checkpoint {p} not found: pass a ckpt-*.pt file or a run directory that holds one") from None
+            f"checkpoint {shown} not found: pass a ckpt-*.pt file or a run directory that holds one") from None
     except Exception as e:  # noqa: BLE001 -- torch raises many types for truncated or foreign files
         raise CheckpointError(
-            f"checkpoint {p} is corrupt or not a Gantry checkpoint ({type(e).__name__}): move it aside to resume "
+            f"checkpoint {shown} is corrupt or not a Gantry checkpoint ({type(e).__name__}): move it aside to resume "
             f"from the one before it, or start a new run.dir") from None
     if not isinstance(payload, dict) or any(key not in payload for key in REQUIRED):
-        raise CheckpointError(f"checkpoint {p} lacks model/step/config: it was not written by selfplay; "
+        raise CheckpointError(f"checkpoint {shown} lacks model/step/config: it was not written by selfplay; "
                               f"start a new run.dir")
     return Checkpoint.from_dict(payload)
 

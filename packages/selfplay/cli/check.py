@@ -10,7 +10,7 @@ import tempfile
 
 from selfplay.cli.options import add_config_argument, load_config, settings_help
 from selfplay.config import Config
-from selfplay.errors import CheckpointError, ExitStatus
+from selfplay.errors import ExitStatus
 
 NAME = "check"
 HELP = "check the config and flags as train would, then exit (0: fine, 1 or 2: refused)"
@@ -48,9 +48,6 @@ def newest_checkpoint_resumes(cfg: Config) -> str:
         if newest is None:
             return "starts at step 0: no checkpoint in run.dir yet"
         where = f"{cfg.run.dir.rstrip('/')}/{newest.name}" if run_dir.remote else str(newest)
-        try:
-            saved = checkpoint.load(newest)
-        except CheckpointError as e:  # name the checkpoint where the user keeps it, not the temporary copy
-            raise CheckpointError(str(e).replace(str(newest), where)) from None
+        saved = checkpoint.load(newest, shown_as=where)  # refusals name it where the user keeps it, not the copy
         checkpoint.check_resumes(saved, cfg, where)
         return f"resumes from {newest.name} at step {saved.step}, its game and net checked"
