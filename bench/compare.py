@@ -4,10 +4,11 @@
 
 For each checkpoint of the first run, up to the shortest run's end, every run's Pons MCTS-25 weak error per set and
 its six-set mean at the nearest minute (learner steps beside them), then the 600-simulation grades, the first-player
-walk, and at how many checkpoints from minute 30 the first run's mean and Begin-Hard are below each other run's. A
-markdown table, as bench/RESULTS.md quotes them. Minutes are not steps: results from different CPUs, torch builds or
-precisions are compared all the same, after a first line that says so (a faster CPU buys steps in the same minutes);
-so are runs of other lengths or checkpoint intervals, each with its line.
+walk, how long the learner waited for self-play, and at how many checkpoints from minute 30 the first run's mean and
+Begin-Hard are below each other run's. A markdown table, as bench/RESULTS.md quotes them. Minutes are not steps:
+results from different CPUs, torch builds or precisions are compared all the same, after a first line that says so
+(a faster CPU buys steps in the same minutes); so are runs of other lengths or checkpoint intervals, each with its
+line.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ def caveats(runs: list[dict], aligned: list[list[dict]]) -> list[str]:
     return notes
 
 
+def pace_summary(run: dict) -> str:
+    """bench.run.learner_pace's figures in words; empty for a result written before bench recorded them."""
+    if "learner_wait_fraction" not in run:
+        return ""
+    return (f"the learner waited {run['learner_wait_fraction']:.0%} of the run for self-play and trained "
+            f"{run['samples_per_position']:.1f} samples per recorded position")
+
+
 def compare(runs: list[dict]) -> str:
     end = min(r["curve"][-1]["minutes"] for r in runs)  # past the shortest run, its last checkpoint is no peer
     shared = [c for c in runs[0]["curve"] if c["minutes"] <= end + SAME_MINUTE] or runs[0]["curve"][:1]
@@ -112,6 +121,8 @@ def compare(runs: list[dict]) -> str:
     for i, r in enumerate(runs):
         if "perfect_play" in r:
             lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
+        if pace_summary(r):
+            lines.append(f"run {i + 1}: {pace_summary(r)}")
     later = [g for g in aligned if g[0]["minutes"] >= FROM_MINUTE - SAME_MINUTE]  # the 30-minute checkpoint: 29.9
     for k in range(2, len(runs) + 1):
         if not later:

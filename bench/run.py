@@ -35,7 +35,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from gantry.errors import GantryError
-from launch_contract import STATS_FILE
+from launch_contract import STATS_FILE, TRAIN_KIND
 from selfplay import arena, checkpoint, evaluate, perfect_play, players, plot
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig
@@ -49,8 +49,10 @@ from selfplay.inference import NetworkEvaluator, runs_int8
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
+from selfplay.stats import SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
 
 from bench import per_dollar
+from bench.compare import pace_summary
 
 AZG_SIMS_PER_S = {"default-512ch": 97.0, "64ch": 1274.0}
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
@@ -268,13 +270,14 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
         row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
         curve.append(row)
     # the newest progress window in which games finished (draw rate and game length are empty in the others)
-    last = next((r for r in reversed(stats) if r["kind"] == "train" and r.get("selfplay/game_length")), {})
+    last = next((r for r in reversed(stats) if r["kind"] == TRAIN_KIND and r.get("selfplay/game_length")), {})
     out = {"run": str(run_dir), "mcts_simulations": sims, "curve": curve,
            "periodic_eval": [r for r in stats if r["kind"] == "eval"],
            # what users of self-play trainers watch, from the run's last progress window
            "final_window": {k: last.get(k) for k in ("selfplay/games", "selfplay/positions", "selfplay/draw_rate",
                                                       "selfplay/game_length", "charts/simulations_per_s",
-                                                      "charts/step")}}
+                                                      "charts/step")},
+           **learner_pace(stats)}
     if curve and final_sims:
         out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
         # the checkpoint nearest each whole hour before the last, at the same count (#43: AlphaZero.jl's figures in 1)
@@ -284,6 +287,18 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
                                    for i in sorted(nearest) if i != len(curve) - 1]
         out["perfect_play"] = first_player_check(paths[-1], final_sims)
     return out
+
+
+def learner_pace(stats: list[dict]) -> dict:
+    """Which side held the other back over the whole run: the mean share of time the learner waited for self-play
+    (one progress record every run.log_every_seconds) and the samples it trained per recorded position by the end
+    (learner.samples_per_position when self-play was the one behind). An arm that buys positions or learner steps
+    is read against these (bench/RESULTS.md)."""
+    records = [r for r in stats if r["kind"] == TRAIN_KIND and r.get(WAIT_FRACTION_KEY) is not None]
+    if not records:
+        return {}
+    return {"learner_wait_fraction": float(np.mean([r[WAIT_FRACTION_KEY] for r in records])),
+            "samples_per_position": records[-1][SAMPLES_PER_POSITION_KEY]}
 
 
 def first_player_check(path: Path, sims: int) -> dict:
@@ -536,6 +551,8 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
                 print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
             for i, r in enumerate(runs):
                 print(f"run{i + 1}: {window_summary(r['final_window'])}")
+                if pace_summary(r):
+                    print(f"run{i + 1}: {pace_summary(r)}")
                 if "perfect_play" in r:
                     print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
 

@@ -9,6 +9,7 @@ from launch_contract import LOSS_KEY, POSITIONS_PER_S_KEY
 from .actor_pool import ActorPool
 from .config import Config
 from .replay import ReplayBuffer
+from .stats import SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
 
 
 def budget_clock(cfg: Config, step: int, elapsed_s: float, steps_per_s: float) -> dict:
@@ -68,8 +69,8 @@ class MetricsWindow:
             "learner/window": replay.window(),
             # samples trained per position added: the pacing target (learner.samples_per_position) when
             # the learner keeps up, below it when self-play outpaces the learner
-            "learner/mean_reuse": replay.samples_per_added(),
-            "learner/wait_fraction": min(1.0, self.wait_s / seconds),
+            SAMPLES_PER_POSITION_KEY: replay.samples_per_added(),
+            WAIT_FRACTION_KEY: min(1.0, self.wait_s / seconds),
             "learner/sample_staleness": float(np.mean(self.staleness)) if self.staleness else 0.0,
         }
         if self.throttled + self.filling:

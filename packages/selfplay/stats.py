@@ -18,6 +18,10 @@ from launch_contract import EVAL, KIND_KEY, LOSS_KEY, STATS_FILE, STEP_KEY, TRAI
 # contract's (launch_contract.py), which the node agent and `gantry status` read too.
 EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
 EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
+# each progress window's share of time the learner waited for self-play, and the samples trained so far per recorded
+# position (learner.samples_per_position while self-play is the one behind): metrics.py writes them, make bench reads
+WAIT_FRACTION_KEY = "learner/wait_fraction"
+SAMPLES_PER_POSITION_KEY = "learner/mean_reuse"
 
 
 class RunLog:
@@ -101,11 +105,11 @@ def progress_line(m: dict, last_eval: dict | None) -> str:
              games,
              f"{human(m['charts/positions_per_s'])} pos/s",
              f"{human(m['charts/simulations_per_s'])} sims/s",
-             f"buffer {human(m['learner/buffer_size'])} ({m['learner/mean_reuse']:.1f} samples/position)",
+             f"buffer {human(m['learner/buffer_size'])} ({m[SAMPLES_PER_POSITION_KEY]:.1f} samples/position)",
              ]
     if m.get(LOSS_KEY) is not None:
         parts.append(f"loss {m[LOSS_KEY]:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
-    waiting = m.get("learner/wait_fraction", 0.0)
+    waiting = m.get(WAIT_FRACTION_KEY, 0.0)
     if waiting > 0.2:
         parts.append(f"learner waits {100 * waiting:.0f}% ({m.get('learner/wait_reason', 'no data')})")
     if last_eval:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from selfplay import checkpoint
+from selfplay.config_io import load, resolve_config
 
+from bench.compare import pace_summary
 from bench.run import window_summary
 
 pytestmark = pytest.mark.slow
@@ -102,6 +104,10 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
             low, high = (float(x) for x in interval.strip("[]").split(", "))
             assert float(shown) == round(100 * error, 1) and low <= 100 * error <= high
         assert run["final_window"]["selfplay/games"] > 0
+        # who held whom back: the learner waited at least while the buffer filled, and never passed its pacing cap
+        assert 0 < run["learner_wait_fraction"] <= 1
+        assert 0 < run["samples_per_position"] <= load(resolve_config("connect4")).learner.samples_per_position
+        assert f"run{column[-1]}: {pace_summary(run)}" in result.stdout
         # the Elo ladder: every checkpoint the run kept, each against the baselines (random joins as the anchor)
         ladder = run["ladder"]
         assert [c["checkpoint"] for c in ladder["checkpoints"]] == [f"step-{r['step']}" for r in run["curve"]]

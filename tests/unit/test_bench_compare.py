@@ -67,6 +67,19 @@ def test_runs_of_other_lengths_or_checkpoint_intervals_are_lined_up_only_where_b
             "nearest checkpoint") in compare(CONTROL, sparse).stdout.splitlines()
 
 
+def test_each_runs_learner_pace_is_named_where_bench_recorded_it(tmp_path):
+    """bench.run.learner_pace's figures (the learner's waits, samples per recorded position) under the rows, for the
+    runs whose result has them; results written before bench recorded them print no such line."""
+    paced = tmp_path / "paced.json"
+    report = json.loads(CONTROL.read_text())
+    report["training"]["runs"][0].update(learner_wait_fraction=0.314, samples_per_position=6.0)
+    paced.write_text(json.dumps(report))
+    lines = compare(paced, FALLING).stdout.splitlines()
+    assert ("run 1: the learner waited 31% of the run for self-play and trained 6.0 samples per recorded position"
+            in lines)
+    assert not any(ln.startswith("run 2: the learner") for ln in lines)
+
+
 def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
     throughput_only = tmp_path / "bench-throughput.json"
     throughput_only.write_text('{"machine": {}, "selfplay": []}')
