@@ -121,8 +121,8 @@ def compare(runs: list[dict]) -> str:
     for i, r in enumerate(runs):
         if "perfect_play" in r:
             lines.append(f"run {i + 1}: {format_result(r['perfect_play'], r['perfect_play']['simulations'])}")
-        if pace_summary(r):
-            lines.append(f"run {i + 1}: {pace_summary(r)}")
+        if pace := pace_summary(r):
+            lines.append(f"run {i + 1}: {pace}")
     later = [g for g in aligned if g[0]["minutes"] >= FROM_MINUTE - SAME_MINUTE]  # the 30-minute checkpoint: 29.9
     for k in range(2, len(runs) + 1):
         if not later:

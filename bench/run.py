@@ -551,8 +551,8 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
                 print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
             for i, r in enumerate(runs):
                 print(f"run{i + 1}: {window_summary(r['final_window'])}")
-                if pace_summary(r):
-                    print(f"run{i + 1}: {pace_summary(r)}")
+                if pace := pace_summary(r):
+                    print(f"run{i + 1}: {pace}")
                 if "perfect_play" in r:
                     print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
 

@@ -18,8 +18,9 @@ from launch_contract import EVAL, KIND_KEY, LOSS_KEY, STATS_FILE, STEP_KEY, TRAI
 # contract's (launch_contract.py), which the node agent and `gantry status` read too.
 EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
 EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
-# each progress window's share of time the learner waited for self-play, and the samples trained so far per recorded
-# position (learner.samples_per_position while self-play is the one behind): metrics.py writes them, make bench reads
+# each progress window's share of time the learner waited for self-play, and the samples trained so far per
+# recorded position (learner.samples_per_position while self-play is the one behind): metrics.py writes them, make
+# bench reads them
 WAIT_FRACTION_KEY = "learner/wait_fraction"
 SAMPLES_PER_POSITION_KEY = "learner/mean_reuse"
 
