@@ -69,20 +69,7 @@ class Moves(NamedTuple):
     policy: np.ndarray      # float32 [B, A]: the search's visit shares (the policy target)
     root_value: np.ndarray  # float32 [B]: the search's value for the player to move (the q target)
     recorded: np.ndarray    # bool [B]: searched in full, so a training position
-    surprise: np.ndarray    # float32 [B]: KL(policy || the network's raw prior at the root), in nats
     simulations: int        # simulations the searches spent
-
-
-def frequency_weights(surprise: np.ndarray, share: float) -> np.ndarray:
-    """How many times each of one game's recorded positions is written (Policy Surprise Weighting, KataGo).
-
-    The game's positions keep their total, len(surprise): ``share`` of it goes in proportion to each position's
-    surprise, the rest evenly, so a position the search corrected most is trained on most. A game the net
-    foresaw entirely (no surprise anywhere) keeps one each."""
-    total = float(surprise.sum())
-    if share == 0 or total <= 0:
-        return np.ones(len(surprise))
-    return (1 - share) + share * len(surprise) * surprise / total
 
 
 class SelfPlayWorker:
@@ -99,7 +86,6 @@ class SelfPlayWorker:
         self.h_q = np.zeros((B, T), dtype=np.float32)
         self.h_version = np.zeros((B, T), dtype=np.int64)
         self.h_recorded = np.zeros((B, T), dtype=bool)
-        self.h_surprise = np.zeros((B, T), dtype=np.float32)
         self.opening = self.random_openings(B)
         self.moves = 0
         self.simulations = 0
@@ -127,9 +113,6 @@ class SelfPlayWorker:
         budgets = np.where(full, s.simulations, np.where(opening, 1, min(s.fast_simulations, s.simulations)))
         result = self.mcts.search(self.states, s.simulations, add_noise=full, budgets=budgets)
         policy = result.visits / result.visits.sum(axis=1, keepdims=True)
-        visited = policy > 0  # the prior is a softmax over the legal moves, floored against bf16 underflow
-        surprise = np.where(visited, policy * np.log(np.where(visited, policy, 1) / np.maximum(result.prior, 1e-12)),
-                            0).sum(axis=1).astype(np.float32)
         actions = result.best_moves()
         sampled = (self.ply < s.temperature_moves) & ~opening
         explore = np.flatnonzero(sampled)
@@ -141,7 +124,7 @@ class SelfPlayWorker:
             actions[opening] = random_moves(game, self.states[opening], self.rng)
         kinds = np.where(opening, OPENING, np.where(sampled, np.where(full, SAMPLED_FULL, SAMPLED_FAST),
                                                     np.where(full, GREEDY_FULL, GREEDY_FAST)))
-        return Moves(actions, kinds, policy, result.root_value, full, surprise, int(budgets.sum()))
+        return Moves(actions, kinds, policy, result.root_value, full, int(budgets.sum()))
 
     def step(self, version: int) -> Samples | None:
         """Advance every game by one move (choose_moves); return the recorded positions of games that just ended."""
@@ -153,7 +136,6 @@ class SelfPlayWorker:
         self.h_q[rows, self.ply] = moves.root_value
         self.h_version[rows, self.ply] = version
         self.h_recorded[rows, self.ply] = moves.recorded
-        self.h_surprise[rows, self.ply] = moves.surprise
         self.ply += 1
         step = game.play(self.states, moves.actions)
         self.states = step.states
@@ -168,13 +150,9 @@ class SelfPlayWorker:
             T = int(self.ply[g])
             last_mover_result = -float(step.value[g])  # +1: the last mover won, 0: draw
             sign = np.where((T - 1 - np.arange(T)) % 2 == 0, 1.0, -1.0).astype(np.float32)
-            keep = np.flatnonzero(self.h_recorded[g, :T])
-            if self.cfg.search.policy_surprise_weight > 0:
-                weight = frequency_weights(self.h_surprise[g, keep], self.cfg.search.policy_surprise_weight)
-                copies = np.floor(weight).astype(np.int64) + (self.rng.random(len(weight)) < weight % 1)
-                keep = np.repeat(keep, copies)
-            parts.append((self.h_states[g, keep], self.h_policy[g, keep], (last_mover_result * sign)[keep],
-                          self.h_q[g, keep], self.h_version[g, keep]))
+            keep = self.h_recorded[g, :T]
+            parts.append((self.h_states[g, :T][keep], self.h_policy[g, :T][keep], (last_mover_result * sign)[keep],
+                          self.h_q[g, :T][keep], self.h_version[g, :T][keep]))
             key = "draw" if last_mover_result == 0 else ("first" if T % 2 == 1 else "second")
             outcomes[key] += 1
         out = Samples(*(np.concatenate(col) for col in zip(*parts)))

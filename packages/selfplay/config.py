@@ -133,10 +133,6 @@ class SearchConfig(Section):
     become training positions; the rest get `fast_simulations` without noise and are only played. 1 = off."""
     fast_simulations: int = number(16, 1, 100_000)
     """Simulations of the fast, unrecorded searches (search.full_search_fraction < 1); at most search.simulations."""
-    policy_surprise_weight: float = number(0.0, 0, 1, note="0 = off")
-    """Policy surprise weighting (KataGo): this share of each game's recorded positions is handed out in proportion
-    to how far the search's policy moved from the network's prior (KL), the rest evenly; a position is recorded
-    floor(weight) times and once more with the remainder's probability, so a game records as many in expectation."""
     random_opening_fraction: float = number(0.0, 0, 1, note="0 = off")
     """Share of self-play games that open with 1..random_opening_moves uniformly random moves, played but not
     recorded: lopsided early positions that self-play between equals never reaches (the Pons sets' are random)."""

@@ -1,7 +1,7 @@
 """The self-play worker: what a finished game hands the learner, with and without playout-cap randomisation."""
 
 import numpy as np
-from selfplay.actors import SelfPlayWorker, frequency_weights
+from selfplay.actors import SelfPlayWorker
 from selfplay.config_io import load
 from selfplay.games import make_game
 from selfplay.mcts import uniform_evaluator
@@ -57,38 +57,3 @@ def test_random_openings_reach_only_the_configured_share_of_games():
     games = sum(s.games for s in finished)
     empty = sum(int((stones(game, s.states) == 0).sum()) for s in finished)  # games that opened with a search
     assert 0.3 < empty / games < 0.7
-
-
-def test_surprise_is_how_far_the_search_moved_from_the_prior():
-    game = make_game("tictactoe")
-    cfg = load(None, ["--game.name=tictactoe", "--actors.games=8", "--search.noise_fraction=0",
-                      "--search.simulations=9"])
-    worker = SelfPlayWorker(game, uniform_evaluator(game), cfg, np.random.default_rng(0))
-    moves = worker.choose_moves()          # nine simulations visit each of the empty board's nine moves once:
-    assert np.allclose(moves.policy, 1 / 9) and np.allclose(moves.surprise, 0, atol=1e-6)  # the uniform prior
-    cfg = load(None, ["--game.name=tictactoe", "--actors.games=8", "--search.noise_fraction=0",
-                      "--search.simulations=16"])
-    moves = SelfPlayWorker(game, uniform_evaluator(game), cfg, np.random.default_rng(0)).choose_moves()
-    shares = moves.policy[0][moves.policy[0] > 0]   # sixteen cannot spread evenly over nine: some moves got two
-    assert np.allclose(moves.surprise, (shares * np.log(shares * 9)).sum()) and (moves.surprise > 0).all()
-
-
-def test_frequency_weights_keep_a_games_total_and_follow_the_surprise():
-    surprise = np.array([0.0, 0.1, 0.3, 0.0])
-    assert np.array_equal(frequency_weights(surprise, 0.0), np.ones(4))
-    assert np.array_equal(frequency_weights(np.zeros(4), 0.5), np.ones(4))  # nothing surprised: one each
-    half = frequency_weights(surprise, 0.5)
-    assert np.isclose(half.sum(), 4) and np.allclose(half, [0.5, 1.0, 2.0, 0.5])
-    assert np.allclose(frequency_weights(surprise, 1.0), [0, 1, 3, 0])  # all by surprise: foreseen ones dropped
-
-
-def test_surprise_weighting_records_as_many_positions_in_expectation():
-    _, plain = play([], moves=120)
-    _, weighted = play(["--search.policy_surprise_weight=1"], moves=120)
-    rows = [sum(len(s.z) for s in finished) for finished in (plain, weighted)]
-    plies = [sum(s.plies for s in finished) for finished in (plain, weighted)]
-    assert rows[0] == plies[0] and 0.85 < rows[1] / plies[1] < 1.15
-    # a game's rows are consecutive plies, so two equal neighbours are a position written more than once
-    copies = [sum(int((s.states[1:] == s.states[:-1]).all(axis=1).sum()) for s in finished)
-              for finished in (plain, weighted)]
-    assert copies[0] == 0 < copies[1]
