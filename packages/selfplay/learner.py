@@ -155,6 +155,10 @@ class Learner:
     def load_state_dict(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
+        # AdamW's load_state_dict brings back the saved run's hyperparameters with its moments; the resuming run's
+        # config decides them, as it decides the learning rate (set_progress sets it every step)
+        for group in self.optimizer.param_groups:
+            group["weight_decay"] = self.cfg.learner.weight_decay
         stem = self.model.stem[0]
         moments = self.optimizer.state.get(stem.weight, {})  # Adam's, for a stem saved with fewer input planes
         for key in ("exp_avg", "exp_avg_sq"):

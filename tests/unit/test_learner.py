@@ -131,6 +131,22 @@ def test_the_moving_average_lags_the_weights_and_is_what_a_checkpoint_plays():
     assert 0 < (after - avg[w]).norm() < (resumed.model.state_dict()[w] - avg[w]).norm()
 
 
+def test_a_resumed_run_decays_its_weights_as_its_own_config_says_and_keeps_the_saved_moments():
+    # connect4.yaml's decay went 1e-4 -> 0.02: a run saved before must not go on at 1e-4 under the new config
+    game = make_game("connect4")
+    small = ["--model.channels=8", "--model.blocks=1"]
+    saved_run = Learner(load(None, [*small, "--learner.weight_decay=0.0001"]), game,
+                        Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    saved_run.step(_batch(game))
+    resumed = Learner(load(None, [*small, "--learner.weight_decay=0.02"]), game,
+                      Precision(torch.device("cpu"), None, False), DistInfo(), 0)
+    resumed.load_state_dict(saved_run.state_dict())
+    assert [g["weight_decay"] for g in resumed.optimizer.param_groups] == [0.02]
+    stem = resumed.model.stem[0].weight
+    assert torch.equal(resumed.optimizer.state[stem]["exp_avg"],
+                       saved_run.optimizer.state[saved_run.model.stem[0].weight]["exp_avg"])
+
+
 def test_no_average_plays_the_raw_weights():
     cfg = load(None, ["--model.channels=8", "--model.blocks=1", "--learner.ema_half_life_steps=0"])
     learner = Learner(cfg, make_game("connect4"), Precision(torch.device("cpu"), None, False), DistInfo(), 0)
