@@ -45,7 +45,7 @@ from selfplay.elo import wilson
 from selfplay.errors import ExitStatus
 from selfplay.games import make_game
 from selfplay.hardware import Precision, cpu_has_native_bf16, inference_dtype, pick_precision
-from selfplay.inference import NetworkEvaluator, runs_int8
+from selfplay.inference import NetworkEvaluator, actor_dtype, runs_int8
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
@@ -93,7 +93,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
     model = build_model(game, channels, blocks).eval()
     # what an actor runs: "auto" is the CPU's own choice (int8 on VNNI without bf16), explicit cases are themselves
     int8 = runtime == "int8" or (dtype == "auto" and runs_int8("auto", runtime))
-    dtype = inference_dtype() if dtype == "auto" else dtype
+    dtype = actor_dtype("auto", runtime) if dtype == "auto" else dtype
     ev = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)
     worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
     for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup

@@ -21,8 +21,7 @@ import torch
 from .config import Config
 from .config_io import from_dict
 from .games import Game, make_game
-from .hardware import inference_dtype
-from .inference import NetworkEvaluator, runs_int8
+from .inference import NetworkEvaluator, actor_dtype, runs_int8
 from .leaf_server import LeafSlots, RemoteEvaluator
 from .mcts import BatchedMCTS
 from .model import build_model
@@ -175,7 +174,7 @@ class PolledEvaluator(NetworkEvaluator):
                                  cfg.model.value_filters).eval()
         self.weights = SharedWeights(numel, name=weights_name)
         self.version = -1
-        super().__init__(self.model, inference_dtype(cfg.actors.precision), cfg.actors.runtime,
+        super().__init__(self.model, actor_dtype(cfg.actors.precision, cfg.actors.runtime), cfg.actors.runtime,
                          int8=runs_int8(cfg.actors.precision, cfg.actors.runtime))
 
     def sync(self) -> int:

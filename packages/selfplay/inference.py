@@ -16,25 +16,34 @@ import torch
 
 from . import onnx_net
 from .errors import ConfigError
-from .hardware import cpu_has_native_bf16, cpu_has_vnni, inference_dtype
+from .hardware import cpu_has_amx_bf16, cpu_has_vnni, inference_dtype
 from .model import PolicyValueNet, fold_batchnorm
 
 
 def runs_int8(precision: str, runtime: str = "auto") -> bool:
     """Whether the actors run ONNX Runtime's int8 graph: asked for (actors.precision=int8), or auto on a CPU with
-    VNNI and no bf16, where it played 1.4x the games of the fp32 graph in 30 minutes and lowered the error on two
-    seeds (bench/RESULTS.md). Auto leaves an AVX2 CPU without VNNI in fp32: its 8-bit products can saturate, and on
-    the AVX2-only EPYC int8 actors gave 1.2x the steps but lowered the error on one seed of two. Grading and the arena
-    run fp32 whatever this says (hardware.inference_dtype), unless `selfplay eval --precision int8` asks."""
+    VNNI and without AMX. Without bf16 it played 1.4x the games of the fp32 graph in 30 minutes and lowered the error
+    on two seeds; with AVX512-BF16 (the EPYC) it ran 2.1x torch's bf16 simulations a second, gave the learner
+    1.6x the steps and lowered the error on two seeds (bench/RESULTS.md). AMX keeps torch's bf16: int8 ran 1.55x its
+    simulations there too, but the 2-hour targets were met with bf16 actors and int8's training there is unmeasured. Auto
+    leaves an AVX2 CPU without VNNI in fp32: its 8-bit products can saturate, and on the AVX2-only EPYC int8 actors
+    gave 1.2x the steps but lowered the error on one seed of two. Grading and the arena run
+    hardware.inference_dtype's numbers whatever this says, unless `selfplay eval --precision int8` asks."""
     if precision == "int8":
         return True
-    return (precision == "auto" and runtime != "torch" and not cpu_has_native_bf16() and cpu_has_vnni()
+    return (precision == "auto" and runtime != "torch" and cpu_has_vnni() and not cpu_has_amx_bf16()
             and onnx_net.available())
+
+
+def actor_dtype(precision: str, runtime: str = "auto") -> torch.dtype | None:
+    """The autocast dtype of an actor's own net: none for the int8 graph (ONNX Runtime's), else what evaluation
+    runs (hardware.inference_dtype)."""
+    return None if runs_int8(precision, runtime) else inference_dtype(precision)
 
 
 def actor_numbers(precision: str, runtime: str = "auto") -> str:
     """What an actor's own net computes in: "int8" (runs_int8), "bf16" (hardware.inference_dtype) or "fp32"."""
-    return numbers_of(runs_int8(precision, runtime), inference_dtype(precision))
+    return numbers_of(runs_int8(precision, runtime), actor_dtype(precision, runtime))
 
 
 def numbers_of(int8: bool, dtype: torch.dtype | None) -> str:

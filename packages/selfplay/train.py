@@ -36,12 +36,11 @@ from .games import make_game
 from .hardware import (
     actor_count,
     cores_per_rank,
-    inference_dtype,
     leaves_served_by_learner,
     pick_device,
     pick_precision,
 )
-from .inference import actor_numbers, pick_runtime
+from .inference import actor_dtype, actor_numbers, pick_runtime
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
 from .periodic_eval import PeriodicEval
@@ -98,10 +97,10 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                            f"{info.world_size}: run one node with NPROC_PER_NODE=1 (a TPU VM's host cores run the "
                            f"actors)")
     precision = pick_precision(device, cfg.learner.precision)
-    actor_dtype = inference_dtype(cfg.actors.precision)
     numbers = actor_numbers(cfg.actors.precision, cfg.actors.runtime)
     # refused here, in one line, not in each actor
-    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype, int8=numbers == "int8")
+    actor_runtime = pick_runtime(cfg.actors.runtime, actor_dtype(cfg.actors.precision, cfg.actors.runtime),
+                                 int8=numbers == "int8")
     # served leaves run the learner's numbers, whatever actors.precision says (self_play.SelfPlay)
     actor_net = (f"leaves on the learner's {device}"
                  if leaves_served_by_learner(cfg.actors.inference, device, numbers) else f"{actor_runtime}/{numbers}")
