@@ -91,7 +91,7 @@ def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, secon
                       f"--search.simulations={sims}", f"--search.full_search_fraction={full_fraction}",
                       f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
     model = build_model(game, channels, blocks).eval()
-    # what an actor runs: "auto" is the CPU's own choice (int8 on VNNI without bf16), explicit cases are themselves
+    # what an actor runs: "auto" is the CPU's own choice (int8 on VNNI without AMX), explicit cases are themselves
     int8 = runtime == "int8" or (dtype == "auto" and runs_int8("auto", runtime))
     dtype = actor_dtype("auto", runtime) if dtype == "auto" else dtype
     ev = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)

@@ -150,9 +150,9 @@ class ActorsConfig(Section):
     """Crashed actors are restarted up to this many times in total before the run stops."""
     precision: Literal["auto", "fp32", "bf16", "int8"] = "auto"
     """Self-play inference on a CPU: auto = int8 where it has VNNI (AVX512-VNNI, AVX-VNNI) and no AMX, else bf16
-    where it has bf16 instructions, else fp32; int8 = ONNX Runtime's int8 graph, its ranges measured at each weight refresh on
-    the positions just evaluated (2.2x fp32's evaluations/s on an AVX512-VNNI Xeon, 2.1x torch's bf16 on an
-    AVX512-BF16 EPYC); grading and the arena never run int8 (bf16 where the CPU has it, else fp32)."""
+    where it has bf16 instructions, else fp32; int8 = ONNX Runtime's int8 graph, its ranges measured at each
+    weight refresh on the positions just evaluated (2.2x fp32's evaluations/s on an AVX512-VNNI Xeon, 2.1x torch's
+    bf16 on an AVX512-BF16 EPYC); grading and the arena never run int8 (bf16 where the CPU has it, else fp32)."""
     runtime: Literal["auto", "torch", "onnxruntime"] = "auto"
     """What runs an actor's forward pass on its core: auto = ONNX Runtime where self-play is fp32 (CPUs without
     bf16; 1.65x eager torch on an AVX2 EPYC), torch where it is bf16 or onnxruntime does not import."""

@@ -23,11 +23,11 @@ from .model import PolicyValueNet, fold_batchnorm
 def runs_int8(precision: str, runtime: str = "auto") -> bool:
     """Whether the actors run ONNX Runtime's int8 graph: asked for (actors.precision=int8), or auto on a CPU with
     VNNI and without AMX. Without bf16 it played 1.4x the games of the fp32 graph in 30 minutes and lowered the error
-    on two seeds; with AVX512-BF16 (the EPYC) it ran 2.1x torch's bf16 simulations a second, gave the learner
-    1.6x the steps and lowered the error on two seeds (bench/RESULTS.md). AMX keeps torch's bf16: int8 ran 1.55x its
-    simulations there too, but the 2-hour targets were met with bf16 actors and int8's training there is unmeasured. Auto
-    leaves an AVX2 CPU without VNNI in fp32: its 8-bit products can saturate, and on the AVX2-only EPYC int8 actors
-    gave 1.2x the steps but lowered the error on one seed of two. Grading and the arena run
+    on two seeds; with AVX512-BF16 (the EPYC) it ran 2.1x torch's bf16 simulations a second, gave the learner 1.6x
+    the steps and lowered the error on two seeds (bench/RESULTS.md). AMX keeps torch's bf16: int8 ran 1.55x its
+    simulations there too, but the 2-hour targets were met with bf16 actors and int8's training there is
+    unmeasured. Auto leaves an AVX2 CPU without VNNI in fp32: its 8-bit products can saturate, and on the AVX2-only
+    EPYC int8 actors gave 1.2x the steps but lowered the error on one seed of two. Grading and the arena run
     hardware.inference_dtype's numbers whatever this says, unless `selfplay eval --precision int8` asks."""
     if precision == "int8":
         return True

@@ -101,7 +101,7 @@ def test_int8_runs_fp32_until_it_has_seen_positions_then_a_refresh_quantizes_on_
     ({"avx2", "avx512f", "avx512_vnni"}, "auto", "auto", True),       # the Xeon it was measured on
     ({"avx2", "avx_vnni"}, "auto", "auto", True),
     ({"avx2", "avx512_vnni", "avx512_bf16"}, "auto", "auto", True),   # the EPYC: 2.1x torch's bf16
-    ({"avx2", "avx512_vnni", "avx512_bf16", "amx_bf16"}, "auto", "auto", False),  # AMX: its int8 runs unmeasured
+    ({"avx2", "avx512_vnni", "avx512_bf16", "amx_bf16"}, "auto", "auto", False),  # AMX: int8's training unmeasured
     ({"avx2", "avx512_vnni", "avx512_bf16"}, "bf16", "auto", False),  # asked for bf16: torch's
     ({"fma", "avx2"}, "auto", "auto", False),                        # no VNNI: can saturate, one seed of two
     ({"avx2", "avx512_vnni"}, "auto", "torch", False),                # asked for torch: fp32 on torch
@@ -112,13 +112,14 @@ def test_auto_runs_int8_actors_where_the_cpu_has_vnni_and_no_amx(monkeypatch, fl
     monkeypatch.setattr("selfplay.hardware._cpu_flags", lambda: flags)
     assert runs_int8(precision, runtime) is int8
     assert (actor_numbers(precision, runtime) == "int8") is int8
-    if int8:  # ONNX Runtime's graph, no autocast: a bf16 CPU's actor builds its evaluator without a refusal
-        assert actor_dtype(precision, runtime) is None
-        assert pick_runtime(runtime, actor_dtype(precision, runtime), int8=True) == "onnxruntime"
-    else:
+    if not int8:
         assert actor_dtype(precision, runtime) is inference_dtype(precision)
-    if int8:  # auto serves a GPU's leaves to fp32 actors only: an int8 actor's own graph runs 2.2x fp32's
-        assert not leaves_served_by_learner("auto", torch.device("cuda"), actor_numbers(precision, runtime))
+        return
+    # ONNX Runtime's graph, no autocast: a bf16 CPU's actor builds its evaluator without a refusal
+    assert actor_dtype(precision, runtime) is None
+    assert pick_runtime(runtime, actor_dtype(precision, runtime), int8=True) == "onnxruntime"
+    # auto serves a GPU's leaves to fp32 actors only: an int8 actor's own graph runs 2.2x fp32's
+    assert not leaves_served_by_learner("auto", torch.device("cuda"), actor_numbers(precision, runtime))
 
 
 def test_int8_is_onnxruntimes_and_grading_reads_it_as_fp32():
