@@ -7,8 +7,8 @@ its six-set mean at the nearest minute (learner steps beside them), then the 600
 walk, how long the learner waited for self-play, and at how many checkpoints from minute 30 the first run's mean and
 Begin-Hard are below each other run's. A markdown table, as bench/RESULTS.md quotes them. Minutes are not steps:
 results from different CPUs, torch builds or precisions are compared all the same, after a first line that says so
-(a faster CPU buys steps in the same minutes); so are runs of other lengths or checkpoint intervals, each with its
-line.
+(a faster CPU buys steps in the same minutes); so are runs whose actors computed in other numbers (int8 and bf16,
+where bench recorded them) and runs of other lengths or checkpoint intervals, each with its line.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from selfplay.errors import ExitStatus
 from selfplay.perfect_play import format_result
 from selfplay.plot import SETS
+from selfplay.stats import ACTOR_NET_KEY
 
 FROM_MINUTE = 30  # where the counts start: before it every arm is still learning the rules
 SAME_MACHINE_KEYS = ("cpu", "cpu_flags", "torch", "inference_dtype")  # bench.run.machine()'s that set the pace
@@ -47,8 +48,14 @@ def training_runs(path: Path) -> list[dict]:
                            f'`make bench ARGS="--from-run RUN"` once their stats.jsonl holds the training\'s records')
     args = training.get("train_args") or "default"
     held = ", held to AVX2/fp32" if training.get("held_to_avx2_fp32") else ""
-    return [{**r, "label": f"{path.stem} {Path(r['run']).name.rsplit('-', 1)[-1]} ({args}{held})",
+    return [{**r, "label": f"{path.stem} {Path(r['run']).name.rsplit('-', 1)[-1]} ({args}{held}"
+                           + (f", actors {actors(r)}" if actors(r) else "") + ")",
              "machine": report.get("machine", {})} for r in runs]
+
+
+def actors(run: dict) -> str | None:
+    """What ran the run's actors' net ("onnxruntime/int8", "torch/bf16", ...); None where bench did not record it."""
+    return run.get("final_window", {}).get(ACTOR_NET_KEY)
 
 
 def mean(graded: dict) -> float:
@@ -78,6 +85,10 @@ def caveats(runs: list[dict], aligned: list[list[dict]]) -> list[str]:
                                  f" torch {r['machine'].get('torch')} {r['machine'].get('inference_dtype')}"
                                  for i, r in enumerate(runs))
                      + "): minutes are not steps, compare the steps beside them")
+    if len({actors(r) for r in runs if actors(r)}) > 1:  # an int8 arm against a bf16 control buys steps, as a CPU does
+        notes.append("note: these runs' actors computed in different numbers (" + ", ".join(
+            f"run {i + 1}: {actors(r) or 'not recorded'}" for i, r in enumerate(runs))
+            + "): minutes are not steps, compare the steps beside them")
     last = aligned[-1][0]["minutes"]
     if any(r["curve"][-1]["minutes"] > last + SAME_MINUTE for r in runs):
         notes.append("note: these trained for different times (" + ", ".join(

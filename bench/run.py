@@ -49,7 +49,7 @@ from selfplay.inference import NetworkEvaluator, actor_dtype, runs_int8
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
-from selfplay.stats import SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
+from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
 
 from bench import per_dollar
 from bench.compare import pace_summary
@@ -276,7 +276,7 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
            # what users of self-play trainers watch, from the run's last progress window
            "final_window": {k: last.get(k) for k in ("selfplay/games", "selfplay/positions", "selfplay/draw_rate",
                                                       "selfplay/game_length", "charts/simulations_per_s",
-                                                      "charts/step")},
+                                                      "charts/step", ACTOR_NET_KEY)},
            **learner_pace(stats)}
     if curve and final_sims:
         out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
@@ -335,7 +335,8 @@ def window_summary(window: dict) -> str:
     if window.get("selfplay/games") is None:
         return "no finished game in its progress records"
     return (f"{window['selfplay/games']:,.0f} games, {window['selfplay/positions']:,.0f} positions recorded, last "
-            f"window {window['selfplay/game_length']:.1f} plies a game, {window['selfplay/draw_rate']:.1%} drawn")
+            f"window {window['selfplay/game_length']:.1f} plies a game, {window['selfplay/draw_rate']:.1%} drawn"
+            + (f", actors {window[ACTOR_NET_KEY]}" if window.get(ACTOR_NET_KEY) else ""))
 
 
 def table(rows: list[dict], keys: list[str]) -> str:

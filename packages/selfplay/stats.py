@@ -23,6 +23,9 @@ EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
 # bench reads them
 WAIT_FRACTION_KEY = "learner/wait_fraction"
 SAMPLES_PER_POSITION_KEY = "learner/mean_reuse"
+# what ran the actors' net and in what numbers, as train's first line names it ("onnxruntime/int8", "torch/bf16",
+# "leaves on the learner's cpu"): in every progress record, so make bench's result and make compare can say which
+ACTOR_NET_KEY = "actors/net"
 
 
 class RunLog:
@@ -53,7 +56,7 @@ class RunLog:
         if self.enabled:
             print(text, file=self.stream, flush=True)
 
-    def record(self, step: int, metrics: dict[str, float], kind: str = TRAIN_KIND) -> None:
+    def record(self, step: int, metrics: dict[str, float | str], kind: str = TRAIN_KIND) -> None:
         if not self.enabled:
             return
         clean = {k: v if isinstance(v, str) else float(v) if isinstance(v, (int, float)) and math.isfinite(v)

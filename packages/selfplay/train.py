@@ -47,7 +47,7 @@ from .periodic_eval import PeriodicEval
 from .replay import ReplayBuffer
 from .rundir import RunDir
 from .self_play import SelfPlay
-from .stats import RunLog, progress_line
+from .stats import ACTOR_NET_KEY, RunLog, progress_line
 
 
 class StopRequested:
@@ -151,6 +151,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         nonlocal warned_dead_value
         metrics = window.metrics(selfplay.pool, replay, counters, step, seconds)
         metrics["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
+        metrics[ACTOR_NET_KEY] = actor_net
         metrics["learner/value_units_firing"] = firing = learner.value_units_firing()
         metrics.update(budget_clock(cfg, step, time.monotonic() - started, metrics["charts/learner_steps_per_s"]))
         runlog.record(step, metrics)

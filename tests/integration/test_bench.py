@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from selfplay import checkpoint
 from selfplay.config_io import load, resolve_config
+from selfplay.stats import ACTOR_NET_KEY
 
 from bench.compare import pace_summary
 from bench.run import window_summary
@@ -57,7 +58,7 @@ def test_quick_bench_writes_throughput_json():
 def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations(tmp_path):
     """`--from-run a,b`: one table row per set with each run's error and Wilson interval, the mean, the target;
     the last checkpoint of each run graded again at --final-simulations; the JSON holds both tables."""
-    runs = []
+    runs, printed = [], {}  # each run's trainer output, its first line naming what runs the actors
     for seed in (1, 2):
         run = tmp_path / f"seed{seed}"
         for steps in (3, 6):  # trained, then resumed: two checkpoints, the ladder's two rungs, whatever the load
@@ -69,6 +70,7 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
                 cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
             assert trained.returncode == 0, trained.stderr
         runs.append(str(run))
+        printed[str(run)] = trained.stdout
     before = set((ROOT / "bench/results").glob("bench-*.json"))
     result = subprocess.run([sys.executable, "-m", "bench.run", "--skip-throughput", "--from-run", ",".join(runs),
                              "--positions", "12", "--final-simulations", "30", "--arena-games", "4",
@@ -104,6 +106,8 @@ def test_bench_grades_each_seeds_run_with_intervals_and_at_the_final_simulations
             low, high = (float(x) for x in interval.strip("[]").split(", "))
             assert float(shown) == round(100 * error, 1) and low <= 100 * error <= high
         assert run["final_window"]["selfplay/games"] > 0
+        # what ran the actors' net, in the words of the trainer's first line (int8, bf16 or fp32: the CPU's choice)
+        assert f"actors {run['final_window'][ACTOR_NET_KEY]}, learner" in printed[run["run"]]
         # who held whom back: the learner waited at least while the buffer filled, and never passed its pacing cap
         assert 0 < run["learner_wait_fraction"] <= 1
         assert 0 < run["samples_per_position"] <= load(resolve_config("connect4")).learner.samples_per_position

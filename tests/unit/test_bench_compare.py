@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from selfplay.stats import ACTOR_NET_KEY
 from suite_make import MAKE, ROOT, clean_environ
 
 RESULTS = ROOT / "bench" / "results"
@@ -78,6 +79,23 @@ def test_each_runs_learner_pace_is_named_where_bench_recorded_it(tmp_path):
     assert ("run 1: the learner waited 31% of the run for self-play and trained 6.0 samples per recorded position"
             in lines)
     assert not any(ln.startswith("run 2: the learner") for ln in lines)
+
+
+def test_runs_whose_actors_computed_in_other_numbers_are_flagged_where_bench_recorded_them(tmp_path):
+    """An int8 arm against a bf16 control on one CPU buys learner steps as a faster CPU would: a note says so, and
+    each run's line names its actors; results written before the trainer recorded them stay unflagged."""
+    arms = []
+    for actors in ("onnxruntime/int8", "torch/bf16"):  # as train's first line names them
+        report = json.loads(CONTROL.read_text())
+        report["training"]["runs"][0]["final_window"][ACTOR_NET_KEY] = actors
+        arms.append(tmp_path / f"{actors.split('/')[1]}.json")
+        arms[-1].write_text(json.dumps(report))
+    lines = compare(*arms).stdout.splitlines()
+    assert lines[0] == ("note: these runs' actors computed in different numbers (run 1: onnxruntime/int8, run 2: "
+                        "torch/bf16): minutes are not steps, compare the steps beside them")
+    assert lines[1] == "run 1: int8 seed1337 (default, actors onnxruntime/int8)"
+    assert not any(ln.startswith("note: these runs' actors") for ln in compare(arms[0], arms[0], FALLING).stdout
+                   .splitlines())  # one recorded kind of actors, and one run that predates the record
 
 
 def test_a_file_that_is_not_a_graded_result_is_refused_in_one_line(tmp_path):
