@@ -28,7 +28,16 @@ import re
 RUN_KEY = "gantry-run"  # instance metadata key of the run spec (RunSpec.to_json)
 NAMESPACE = "gantry"  # guest-attribute namespace; boot state is NAMESPACE/boot (the startup script)
 REPORT_KEY = "agent"  # the agent's one guest attribute, NAMESPACE/REPORT_KEY: a Report as JSON
-RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # a folder under gs://BUCKET/runs/ and runs/, a container's name
+RUN_ID_RULE = "lowercase letters, digits, . _ -, starting with a letter or digit, at most 63"
+
+
+def check_run_id(run_id: str) -> str:
+    """The one run-id rule (the launcher's check and the spec's); ValueError names it."""
+    if not RUN_ID.fullmatch(str(run_id)):
+        raise ValueError(f"{run_id!r} is not a run id ({RUN_ID_RULE})")
+    return str(run_id)
+
 
 # ---- what the container gets: the rendezvous, the run's folder --------------------------------------------------
 DEFAULT_CONFIG = "connect4"  # the packaged trainer config a run uses unless told (selfplay's and gantry run's)
@@ -43,6 +52,10 @@ RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's outpu
 STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
 STAGING = "/runs/staging"  # STAGING_ENV's value in the container
 PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
+# Epoch seconds at which the agent stops the program (SIGTERM, STOP_GRACE_SECONDS, its --sync folders' last copy): the
+# launch's time limit (RunSpec.deadline). Absent: no limit. A program that wants to end on its own (a final
+# evaluation, an end record) plans to finish before it; the selfplay trainer does.
+DEADLINE_ENV = "GANTRY_DEADLINE"
 
 # ---- your own project: a plain command, the folders that outlive a node, the program's own stats -----------------
 # The names a program of any shape reads, whatever launches it (SkyPilot's SKYPILOT_NODE_RANK and friends, in
@@ -68,6 +81,24 @@ SYNC_FINAL_SECONDS = 10
 SHUTDOWN_MARGIN_SECONDS = 5
 
 
+MAX_NPROC_PER_NODE = 64  # ranks torchrun starts on one node: an A3 has 8 GPUs, a C4 up to 288 vCPUs
+MASTER_PORTS = range(1024, 65536)  # the program's user (not root) may listen on these, on the host network
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONTRACT_ENV = {NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, NPROC_PER_NODE_ENV, LOCAL_RANK_ENV,
+                RUN_DIR_ENV, STAGING_ENV, PJRT_DEVICE_ENV, DEADLINE_ENV, GANTRY_NODE_RANK_ENV, GANTRY_NUM_NODES_ENV,
+                GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV}
+
+
+def check_env_pair(pair: str) -> tuple[str, str]:
+    """A --env KEY=VALUE: (KEY, VALUE); ValueError names what is wrong."""
+    key, equals, value = pair.partition("=")
+    if not equals or not ENV_NAME.fullmatch(key):
+        raise ValueError(f"{pair!r} is not KEY=VALUE (KEY: letters, digits and _, not starting with a digit)")
+    if key in CONTRACT_ENV:
+        raise ValueError(f"{key} is set by the agent on every node ({pair!r} would contradict it)")
+    return key, value
+
+
 def sync_stop_grace(grace: float = STOP_GRACE_SECONDS, final: float = SYNC_FINAL_SECONDS) -> int:
     """The program's grace when its node has --sync folders to copy last: what the Spot notice leaves (15 s)."""
     return max(1, min(int(grace), int(SPOT_NOTICE_SECONDS - final - SHUTDOWN_MARGIN_SECONDS)))
@@ -76,7 +107,6 @@ def sync_stop_grace(grace: float = STOP_GRACE_SECONDS, final: float = SYNC_FINAL
 # Where a program's own stats (--stats FILE, a JSON object or JSON lines) say how far it is: the first of these keys
 # that holds a number is the report's step, so `gantry status` and the crash-loop rule see progress.
 STEP_KEYS = ("step", "iteration", "iter", "epoch", "global_step")
-MAX_REPORTED_STATS = 8  # numbers of a program's own stats a report carries (a guest attribute stays small)
 LAST_LINE_CHARS = 200  # the end of the newest line a program printed, as a report carries it
 
 
@@ -93,42 +123,13 @@ def check_relative(path: str, what: str) -> str:
     return "/".join(parts)
 
 
-def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
-    """(step, numbers) of the newest record in a program's own stats file: the whole text as one JSON object, else
-    the last line that is one (JSON lines). Numbers one level deep are named a/b; at most MAX_REPORTED_STATS, in
-    the file's order. The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
-    record = None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        for line in reversed(text.splitlines()):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                break
-    if not isinstance(record, dict):
-        return None, {}
-    numbers: dict[str, float] = {}
-    for key, value in record.items():
-        inner = value.items() if isinstance(value, dict) else [("", value)]
-        for sub, number in inner:
-            if isinstance(number, (int, float)) and not isinstance(number, bool):
-                numbers[f"{key}/{sub}" if sub else str(key)] = number
-    step = next((int(numbers[k]) for k in STEP_KEYS if k in numbers), None)
-    return step, dict(list(numbers.items())[:MAX_REPORTED_STATS])
-
-
 # ---- stats.jsonl: how a program tells the agent (and `gantry status`) its progress ------------------------------
 # One JSON object a line. The newest line with KIND_KEY == TRAIN_KIND and a STEP_KEY is the step `gantry status`
 # shows, with any REPORTED_FIGURES (newest_record).
 STATS_FILE = "stats.jsonl"
 KIND_KEY, STEP_KEY = "kind", "step"
 TRAIN_KIND = "train"
-# The record a program writes last when it reached its budget: the run is over, and `gantry status` leaves a Spot
-# node that powered off after it alone instead of starting it to resume (gantry.runs.run_ended).
-END_KIND = "end"
+END_KIND = "end"  # the record the selfplay trainer writes last when it reached its budget (its reason)
 EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
 ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
 LOSS_KEY = "losses/total"
@@ -162,15 +163,10 @@ def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
 
 
 def arena_key(opponent: str, measure: str) -> str:
-    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>.
-
-    An "arena" record holds, for the newest checkpoint of the run (the record's step):
-    arena/elo, arena/elo_sd (its Elo on the ladder where random = 0, and the standard error),
-    arena/games, arena/simulations, and for every opponent (random, greedy, minimax<k>, mcts<n>,
-    earlier checkpoints as step-<N>): arena/<opponent>/elo, and the newest's results against it,
-    arena/<opponent>/wins, draws, losses, score ((W + D/2) / games), score_low and score_high
-    (Wilson 95% interval on the score).
-    """
+    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>. An "arena" record holds, for
+    the run's newest checkpoint (the record's step): arena/elo, arena/elo_sd (Elo where random = 0, its standard
+    error), arena/games, arena/simulations, and per opponent (random, greedy, minimax<k>, mcts<n>, step-<N>) its elo,
+    wins, draws, losses, score ((W + D/2) / games), score_low and score_high (Wilson 95%)."""
     return f"{ARENA}/{opponent}/{measure}"
 
 
@@ -210,6 +206,34 @@ def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
     return None
 
 
+# ---- the end of a launch, whatever program it ran: its node's agent records it in the bucket ---------------------
+ENDED = "ended/node-{rank}.json"  # under the run directory: node RANK's EndRecord (ended_url)
+ENDED_REASONS = ("exited", "time-limit", "stopped")  # exit 0 on its own; RunSpec.max_minutes; `gantry stop`
+
+
+def ended_url(run_dir: str, rank: int) -> str:
+    return f"{run_dir.rstrip('/')}/{ENDED.format(rank=rank)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class EndRecord:
+    """Node ``node_rank``'s launch ``launch`` (RunSpec.launch_id) is over: no verb starts that node for it again.
+    Written as JSON (dataclasses.asdict) by the agent; ``from_json`` gives None for anything else."""
+
+    launch: str
+    node_rank: int
+    reason: str  # one of ENDED_REASONS
+    at: float  # epoch seconds
+    detail: str = ""
+
+    @classmethod
+    def from_json(cls, raw) -> EndRecord | None:
+        try:
+            return cls(**{k: v for k, v in json.loads(raw).items() if k in cls.__dataclass_fields__})
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+
 # ---- the run spec: what the launcher asks of each node ---------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
@@ -241,10 +265,13 @@ class RunSpec:
     sync: tuple = ()  # folders relative to the working directory the agent keeps in the bucket (sync_url)
     sync_seconds: int = DEFAULT_SYNC_SECONDS
     stats_file: str = ""  # relative to the working directory: the program's own stats (stats_figures)
+    max_minutes: float = 0.0  # the agent stops the program this long after launched_at (deadline); 0: no limit
+    stall_minutes: float = 0.0  # a running program with no new output line or stats for this long: a crash; 0: never
+    env: tuple = ()  # KEY=VALUE pairs the program gets besides the contract's names
+    shm_size: str = ""  # the container's /dev/shm (docker's --shm-size); "": the agent's setting
 
     def __post_init__(self):
-        if not RUN_ID.fullmatch(str(self.run_id)):
-            raise ValueError(f"run_id {self.run_id!r} (lowercase letters, digits, . _ -; at most 63)")
+        check_run_id(self.run_id)
         if self.action not in ("start", "stop"):
             raise ValueError(f"action {self.action!r} (start or stop)")
         if not 0 <= int(self.node_rank) < int(self.nnodes):
@@ -257,8 +284,16 @@ class RunSpec:
             raise ValueError("command and torchrun: a launch runs one of them")
         if int(self.sync_seconds) <= 0:
             raise ValueError(f"sync_seconds {self.sync_seconds} (> 0)")
+        if int(self.master_port) not in MASTER_PORTS or not 0 <= int(self.nproc_per_node) <= MAX_NPROC_PER_NODE:
+            raise ValueError(f"master_port {self.master_port} ({MASTER_PORTS.start}-{MASTER_PORTS.stop - 1}), "
+                             f"nproc_per_node {self.nproc_per_node} (0-{MAX_NPROC_PER_NODE})")
+        if float(self.max_minutes) < 0 or float(self.stall_minutes) < 0:
+            raise ValueError(f"max_minutes {self.max_minutes}, stall_minutes {self.stall_minutes} (>= 0; 0: none)")
+        for pair in self.env:
+            check_env_pair(str(pair))
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
         object.__setattr__(self, "node_addrs", tuple(str(a) for a in self.node_addrs))
+        object.__setattr__(self, "env", tuple(str(a) for a in self.env))
         object.__setattr__(self, "sync", tuple(check_relative(str(f), "sync folder") for f in self.sync))
         if self.stats_file:
             object.__setattr__(self, "stats_file", check_relative(str(self.stats_file), "stats file"))
@@ -266,6 +301,14 @@ class RunSpec:
     @property
     def launch_id(self) -> str:
         return f"{self.run_id}@{self.launched_at}"
+
+    @property
+    def deadline(self) -> float | None:
+        """Epoch seconds at which the agent stops this launch (launched_at + max_minutes); None: no limit."""
+        try:
+            return float(self.launched_at) + 60 * float(self.max_minutes) if self.max_minutes else None
+        except ValueError:
+            return None
 
     @property
     def container(self) -> str:
@@ -326,6 +369,7 @@ class Report:
     heartbeat: int | None = None  # epoch seconds of the write: a stale report means a dead agent or node
     last_line: str = ""  # the end (LAST_LINE_CHARS) of the newest line the program printed
     last_line_at: int | None = None  # epoch seconds when the agent saw that line
+    stats_problem: str = ""  # why the program's --stats file gives no numbers ("is a folder, not a file", ...)
 
     def to_json(self) -> str:
         return json.dumps({**dataclasses.asdict(self), "state": self.state.value if self.state else None})
@@ -347,4 +391,5 @@ class Report:
         return cls(state=state, run=str(data.get("run") or ""), node_rank=data.get("node_rank"),
                    step=data.get("step"), figures=figures if isinstance(figures, dict) else {},
                    detail=str(data.get("detail") or ""), heartbeat=data.get("heartbeat"),
-                   last_line=str(data.get("last_line") or ""), last_line_at=data.get("last_line_at"))
+                   last_line=str(data.get("last_line") or ""), last_line_at=data.get("last_line_at"),
+                   stats_problem=str(data.get("stats_problem") or ""))

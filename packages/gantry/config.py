@@ -19,11 +19,12 @@ from gantry.errors import ConfigError
 DEFAULT_INFRA_DIR = Path("infra")
 LABEL_KEY = "gantry-deployment"  # every resource infra/ creates carries it
 
-# The trainer's time budget (selfplay's run.max_minutes) of a run that `gantry run` starts without one, so
-# a forgotten run ends by itself, with a checkpoint, well before max_run_hours (infra/variables.tf) powers
-# the nodes off. `gantry run -- --run.max_minutes=N` overrides it; N = 0 removes it.
+# The time limit of every launch `gantry run` starts (RunSpec.max_minutes), whatever program it runs: the nodes'
+# agents stop it then (SIGTERM, the grace to checkpoint, its --sync folders' last copy) and record its end, so a
+# forgotten run ends by itself well before max_run_hours (infra/variables.tf) powers the nodes off, and no verb starts
+# its nodes again. `gantry run --max-minutes N` changes it; N = 0 removes it.
 DEFAULT_RUN_MAX_MINUTES = 240
-RUN_MAX_MINUTES_FLAG = "--run.max_minutes"
+MAX_MINUTES_FLAG = "--max-minutes"
 
 
 @dataclass(frozen=True)

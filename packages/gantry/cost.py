@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG, Deployment
+from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG, Deployment
 
 PRICES_PATH = Path(__file__).with_name("prices.json")
 HOURS_PER_MONTH = 730  # Google's billing convention
@@ -157,13 +157,12 @@ def render(result: Estimate) -> list[str]:
 
 def limits(max_run_hours: float) -> list[str]:
     """The two time limits that end a forgotten run, and how to change them (0 removes one, on purpose)."""
-    trainer = (f"  trainer: a `make run-gcp` run of the trainer stops with a checkpoint after {RUN_MAX_MINUTES_FLAG[2:]} "
-               f"= {DEFAULT_RUN_MAX_MINUTES:g} minutes, gantry run's default (ARGS=\"-- {RUN_MAX_MINUTES_FLAG}=N\"; "
-               "0 = no limit)")
+    launches = (f"  runs:    every `make run-gcp` launch stops {DEFAULT_RUN_MAX_MINUTES:g} minutes after it starts, with a "
+                f"checkpoint (SIGTERM), whatever it runs (ARGS=\"{MAX_MINUTES_FLAG} N\"; 0 = no limit)")
     if max_run_hours:
         nodes = (f"  nodes:   power off after max_run_hours = {max_run_hours:g} hours up, even without this machine "
                  "(infra/terraform.tfvars; 0 = no limit)")
     else:
         nodes = ("  nodes:   max_run_hours = 0: no limit; an idle node powers off after idle_shutdown_minutes, a "
                  "training one bills until `make destroy`")
-    return ["Time limits:", trainer, nodes]
+    return ["Time limits:", launches, nodes]

@@ -11,6 +11,7 @@ command, the --sync folders and the --stats file against the project's folder.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,8 @@ class Program:
     def describe(self, run_url: str) -> str:
         names = ", ".join(RENDEZVOUS_NAMES[:-1])
         if self.torchrun:
-            return f"Program: torchrun {' '.join(self.words)} (rendezvous at node 0; {RUN_DIR_ENV}={run_url})"
-        return (f"Command: {' '.join(self.words)}, run as given in the image's working directory on every node "
+            return f"Program: torchrun {shlex.join(self.words)} (rendezvous at node 0; {RUN_DIR_ENV}={run_url})"
+        return (f"Command: {shlex.join(self.words)}, run as given in the image's working directory on every node "
                 f"(no torchrun); it gets {names} and {RUN_DIR_ENV}={run_url}")
 
 
@@ -111,6 +112,25 @@ def relative_path(path: str, what: str, flag: str, project: Path | None = None) 
             raise GantryError(f"{what} {path!r} leads outside the project {project} (a symlink)",
                               f"Name a path inside {project} for {flag}.")
     return relative
+
+
+def sync_folders(paths: list[str], project: Path | None = None) -> tuple[str, ...]:
+    """The --sync folders as the spec carries them: each relative and inside the project (relative_path), a name given
+    twice once, none inside another (each is its own mount on the node), and, with --project, none a file there."""
+    folders: list[str] = []
+    for path in paths:
+        folder = relative_path(path, "sync folder", "--sync", project)
+        if project is not None and (project / folder).is_file():
+            raise GantryError(f"--sync {path} is a file in the project {project}; the node keeps folders",
+                              f"Name the folder the program writes it in (--sync {Path(folder).parent.as_posix()}).")
+        if folder in folders:
+            continue
+        inside = next((f for f in folders if folder.startswith(f + "/") or f.startswith(folder + "/")), None)
+        if inside is not None:
+            raise GantryError(f"--sync {folder} and --sync {inside} overlap (one holds the other)",
+                              "Name only the outer folder: it is copied whole.")
+        folders.append(folder)
+    return tuple(folders)
 
 
 def check_project(project: Path, program: Program | None) -> None:

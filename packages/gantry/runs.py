@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,21 +27,21 @@ from launch_contract import (
     ARENA,
     DEFAULT_CONFIG,
     DEFAULT_SYNC_SECONDS,
-    END_KIND,
-    KIND_KEY,
     NAMESPACE,
     REPORTED_FIGURES,
     RUN_KEY,
     STATS_FILE,
     STEP_KEY,
-    TRAIN_KIND,
+    EndRecord,
     Report,
     RunSpec,
     arena_figures,
+    ended_url,
     eval_figures,
 )
+from launch_contract import check_run_id as contract_run_id
 
-from gantry.config import DEFAULT_RUN_MAX_MINUTES, RUN_MAX_MINUTES_FLAG
+from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.errors import GantryError
 
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
@@ -117,42 +116,36 @@ def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S")
 
 
-# A run id is one folder name under gs://BUCKET/runs/ and under runs/ here: `..` or a slash would leave both.
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def check_run_id(run_id: str) -> str:
-    if not RUN_ID.fullmatch(run_id):
-        raise GantryError(f"{run_id!r} is not a run id", "A run id is a folder name (letters, digits, . _ -, "
-                          "not starting with . or -), as `make run-gcp` printed it: run-YYYYmmdd-HHMMSS.")
-    return run_id
+    """The contract's one run-id rule (RunSpec's), refused here in one line before anything is asked of Google."""
+    try:
+        return contract_run_id(run_id)
+    except ValueError as error:
+        raise GantryError(str(error), "Name the run as `make run-gcp` names it (run-YYYYmmdd-HHMMSS), e.g. "
+                          "--run-id my-run-2.") from None
 
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
                  config: str = DEFAULT_CONFIG, master_port: int | None = None, nproc_per_node: int = 0,
                  action: str = "start", torchrun: bool = False, command: bool = False, sync: tuple = (),
-                 sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "") -> list[RunSpec]:
+                 sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "", max_minutes: float | None = None,
+                 stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "") -> list[RunSpec]:
     """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
     your program (`-m MODULE ARGS`), run under torchrun as they are; with ``command`` a command run as given;
-    else the selfplay trainer's flags."""
+    else the selfplay trainer's flags. Every launch has a time limit (``max_minutes``, DEFAULT_RUN_MAX_MINUTES unless
+    given; 0: none) that the nodes' agents enforce, whatever runs."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
     own = torchrun or command
-    trainer_args = tuple(args) if own else ("--config", config, f"--run.dir={run_url}", *budget(args), *args)
+    trainer_args = tuple(args) if own else ("--config", config, f"--run.dir={run_url}", *args)
     port = {"master_port": master_port} if master_port else {}
+    limit = DEFAULT_RUN_MAX_MINUTES if max_minutes is None else max_minutes
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
                     tpu=cluster.use_tpu, node_addrs=cluster.node_addrs, action=action, launched_at=launched_at,
                     run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
-                    sync_seconds=sync_seconds, stats_file=stats_file, **port)
+                    sync_seconds=sync_seconds, stats_file=stats_file, max_minutes=limit, stall_minutes=stall_minutes,
+                    env=tuple(env), shm_size=shm_size, **port)
             for node in cluster.nodes]
-
-
-def budget(trainer_args: list[str]) -> list[str]:
-    """The default time budget of a selfplay run, unless its flags set one (0 included: no limit, on purpose).
-    Your own program owns its flags and gets none; max_run_hours still powers its nodes off."""
-    if any(a == RUN_MAX_MINUTES_FLAG or a.startswith(RUN_MAX_MINUTES_FLAG + "=") for a in trainer_args):
-        return []
-    return [f"{RUN_MAX_MINUTES_FLAG}={DEFAULT_RUN_MAX_MINUTES:g}"]
 
 
 # ---- the nodes' API: Compute Engine for VMs (gantry.compute_nodes), Cloud TPU for a TPU VM (gantry.tpu_nodes) ----
@@ -262,16 +255,15 @@ def require_nodes(statuses: list[NodeStatus]) -> None:
 def restart_preempted(api: NodeApi, cluster: Cluster, statuses: list[NodeStatus],
                       say: Callable[[str], None], environ: Mapping[str, str]) -> list[Node]:
     """Start the Spot nodes that stopped while their run spec says start (preempted, or powered off by their agent
-    while a peer was gone); their agents start the trainer again and it resumes from the run's newest checkpoint.
-    A run that reached its budget is over: its nodes powered off idle, and starting them would only bill."""
+    while a peer was gone); their agents start the program again and it resumes (from the trainer's newest
+    checkpoint, or its --sync folders). A launch that ended on a node (its program exited 0, its time limit came, it
+    was stopped: the agent's EndRecord), or whose deadline has passed, is over: starting that node would only bill."""
     started = []
-    ended: dict[str, bool] = {}
     for s in statuses:
         if s.spot and s.vm in STOPPED_STATES and s.spec is not None and s.spec.action == "start":
-            run_id = s.spec.run_id
-            if run_id not in ended:
-                ended[run_id] = run_ended(cluster.run_url(run_id, environ))
-            if ended[run_id]:
+            ended = launch_ended(s.spec)
+            if ended:
+                say(f"node {s.node.rank} {s.node.name}: {s.vm.lower()}, left off: run {s.spec.run_id} {ended}")
                 continue
             synced = ", its --sync folders back from the bucket" if s.spec.sync else ""
             again = f"its command starts again as given{synced}" if s.spec.command else \
@@ -325,15 +317,29 @@ def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
     return None
 
 
-def run_ended(run_url: str) -> bool:
-    """Whether the run reached its budget: its newest training or end record in stats.jsonl is the end record.
+ENDED_AS = {"exited": "ended: its program exited 0", "time-limit": "ended at its time limit",
+            "stopped": "was stopped (gantry stop)"}
 
-    Records of other kinds (an arena or evaluation of its checkpoints run later) do not reopen a finished run;
-    a resumed run's first training record does."""
-    for record in _records_newest_first(run_url):
-        if record.get(KIND_KEY) in (TRAIN_KIND, END_KIND):
-            return record[KIND_KEY] == END_KIND
-    return False
+
+def launch_ended(spec: RunSpec, now: float | None = None) -> str:
+    """Why ``spec``'s launch is over on its node ("" while it is not): the node's agent recorded its end in the
+    bucket (launch_contract.EndRecord: whatever the program wrote), or its deadline passed while the node was off."""
+    import fsspec
+
+    record = None
+    try:
+        if spec.run_dir:
+            with fsspec.open(ended_url(spec.run_dir, spec.node_rank), "r", **FRESH) as raw:
+                record = EndRecord.from_json(raw.read())
+    except (FileNotFoundError, OSError, ValueError):
+        pass
+    if record is not None and record.launch == spec.launch_id:
+        return f"{ENDED_AS.get(record.reason, record.reason)} ({time.strftime('%H:%M UTC', time.gmtime(record.at))})"
+    deadline = spec.deadline
+    if deadline is not None and (time.time() if now is None else now) >= deadline:
+        return (f"reached its time limit ({spec.max_minutes:g} min, at "
+                f"{time.strftime('%H:%M UTC', time.gmtime(deadline))}) while the node was off")
+    return ""
 
 
 def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:

@@ -25,7 +25,9 @@ gantry-contract: stdlib only, like this package, since both run on the VM's syst
 
 The agent starts the container when a launch says start, restarts it after a crash or a reboot (the
 trainer resumes from the bucket's newest checkpoint), stops it gracefully (`docker stop -t 25`: the
-trainer checkpoints on SIGTERM; 15 s with --sync folders, then their final copy), leaves a run that exited 0 on its own alone, and powers the VM off (stops
+trainer checkpoints on SIGTERM; 15 s with --sync folders, then their final copy), stops it the same way at the
+launch's time limit (RunSpec.deadline) and, with a stall limit, restarts one that prints and writes nothing new,
+records the end of a launch (exit 0, the limit, a stop) in the bucket and leaves it alone, and powers the VM off (stops
 the TPU node) after GANTRY_IDLE_SHUTDOWN_MINUTES without a run or GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES of
 crash-looping; on a TPU VM up for GANTRY_MAX_RUN_HOURS it stops the trainer the same graceful way, then the node.
 A stop that fails (no permission, no network) is logged in one line naming the fix and tried again later.
@@ -40,6 +42,8 @@ The modules, in the order the loop uses them:
     containers   docker: pull, run (the contract's environment, a plain command, the --sync mounts), stop
     outputs      what the agent keeps of a launch's program: its output (serial port, last line), its own stats
                  file, its --sync folders' copies (on a timer, at the end, after a stop)
+    ending       the end of a launch (exit 0, its time limit, a stop): recorded in the state folder and in the
+                 bucket (RUN_DIR/ended/node-RANK.json), so neither a restarted agent nor a verb runs it again
     sync         one --sync folder and its copy in the bucket: restore, copy what changed
     storage      the bucket: file://, or gs:// through the Cloud Storage JSON API (list, get, simple upload)
     console_log  a TPU VM's output in the run's bucket folder (Cloud TPU has no serial port API)

@@ -5,7 +5,6 @@ the agent started, since when it idles or crash-loops, what it last reported."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import subprocess
@@ -25,7 +24,7 @@ from . import power
 from .console_log import ConsoleLog
 from .containers import Docker, docker_run_args
 from .decide import (
-    Finished,
+    Ended,
     Follow,
     Log,
     Memory,
@@ -38,6 +37,7 @@ from .decide import (
     decide,
     power_off_due,
 )
+from .ending import Endings
 from .metadata import Metadata, MetadataError, TokenBucket
 from .outputs import RunOutputs, copy_output
 from .settings import CRASH_LOOP_ENV, MAX_RUN_HOURS_ENV, TPU_ENV_ATTRIBUTE, Settings
@@ -71,7 +71,7 @@ class Agent:
         self.out_of_time = False  # past max_run_hours on a TPU VM: no trainer starts again on this boot
         self.next_stop_try = 0.0  # after a failed power-off or node stop: when the next one may be tried
         self.console = None  # ConsoleLog of the current run on a TPU VM
-        self.finished_file = os.path.join(settings.state_dir, "finished-launches.json")
+        self.endings = Endings(settings.state_dir, self.metadata.token, settings.storage_url, self.log)
 
     # ---- output ----
     def log(self, message: str) -> None:
@@ -114,6 +114,7 @@ class Agent:
                 continue
             self.reconcile()
             self.read_progress()
+            self.endings.flush()  # an end the bucket did not take yet
             self.publish()
             if self.console:
                 self.console.flush()
@@ -131,10 +132,12 @@ class Agent:
         outputs = self.outputs if self.outputs and self.outputs.container in statuses else None
         if outputs:
             outputs.observe(statuses[outputs.container][0], time.monotonic(), self.follower)
+        now = time.monotonic()
         observed = Observation(
-            spec=spec, now=time.monotonic(), statuses=statuses,
-            finished=bool(spec and spec.action == "start" and spec.launch_id in self.load_finished()),
-            step=self.step, halted=halted, last_line=outputs.last_line if outputs else "")
+            spec=spec, now=now, statuses=statuses, wall=time.time(),
+            finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished()),
+            step=self.step, halted=halted, last_line=outputs.last_line if outputs else "",
+            quiet_s=now - max(self.started_at, outputs.changed_at) if outputs else None)
         memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
         self.remember(memory)
         for action in actions:
@@ -158,8 +161,8 @@ class Agent:
             self.ensure_follower(action.container)
         elif isinstance(action, SetState):
             self.set_state(action.state, action.detail)
-        elif isinstance(action, Finished):
-            self.save_finished(action.spec.launch_id)
+        elif isinstance(action, Ended):
+            self.endings.record(action.spec, action.reason, action.detail)
         elif isinstance(action, Log):
             self.log(action.message)
         else:
@@ -250,7 +253,11 @@ class Agent:
         """The step and figures the program wrote (RunOutputs.progress): progress ends a crash loop."""
         if self.spec is None or self.spec.action != "start":
             return
-        step, self.figures = self.outputs_for(self.spec).progress() or (None, self.figures)
+        outputs = self.outputs_for(self.spec)
+        step, figures = outputs.progress() or (None, self.figures)
+        if step not in (None, self.step) or figures != self.figures:
+            outputs.changed_at = time.monotonic()  # new stats: the program is not stalled
+        self.figures = figures
         if step is not None:
             self.step = step
             self.remember(after_progress(self.memory(), self.step))
@@ -270,7 +277,8 @@ class Agent:
         return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
                       step=self.step, figures=self.figures, detail=self.detail,
                       last_line=outputs.last_line if outputs else "",
-                      last_line_at=outputs.last_line_at if outputs else None)
+                      last_line_at=outputs.last_line_at if outputs else None,
+                      stats_problem=outputs.stats_problem if outputs else "")
 
     def publish(self, last_word: bool = False) -> None:
         """The report to the guest attribute, within GCE's rate limit (the token bucket); ``last_word`` (powering
@@ -366,23 +374,6 @@ class Agent:
         self.log("agent stopped")
         if self.console:
             self.console.flush()
-
-    def load_finished(self) -> set:
-        try:
-            with open(self.finished_file, encoding="utf-8") as f:
-                return set(json.load(f))
-        except (OSError, ValueError):
-            return set()
-
-    def save_finished(self, launch: str) -> None:
-        finished = sorted(self.load_finished() | {launch})[-100:]
-        try:
-            os.makedirs(self.s.state_dir, exist_ok=True)
-            with open(self.finished_file + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(finished, f)
-            os.replace(self.finished_file + ".tmp", self.finished_file)
-        except OSError as exc:
-            self.log(f"could not record the finished run in {self.finished_file}: {exc}")
 
 
 def parse_spec(raw, log) -> RunSpec | None:

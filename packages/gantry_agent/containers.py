@@ -9,6 +9,7 @@ import posixpath
 import subprocess
 
 from launch_contract import (
+    DEADLINE_ENV,
     GANTRY_GPUS_PER_NODE_ENV,
     GANTRY_NODE_IPS_ENV,
     GANTRY_NODE_RANK_ENV,
@@ -137,7 +138,10 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
         env[NPROC_PER_NODE_ENV] = spec.nproc_per_node
     if spec.run_dir:
         env[RUN_DIR_ENV] = spec.run_dir
-    args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", s.shm_size,
+    if spec.deadline is not None:
+        env[DEADLINE_ENV] = f"{spec.deadline:.0f}"
+    env.update(pair.split("=", 1) for pair in spec.env)  # the contract keeps its own names out of them
+    args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", spec.shm_size or s.shm_size,
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket
         args += ["-v", f"{local_folder(run_folder, folder)}:{posixpath.join(workdir, folder)}"]

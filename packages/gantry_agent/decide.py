@@ -43,6 +43,8 @@ class Observation:
     step: int | None = None  # the run's newest training step
     halted: bool = False  # powered off or past max_run_hours: nothing may start
     last_line: str = ""  # the newest line the program printed (what a crash's report names)
+    wall: float = 0.0  # epoch seconds: the launch's deadline (RunSpec.deadline) is on the launcher's clock
+    quiet_s: float | None = None  # seconds since the running program last printed a new line or wrote new stats
 
     def status(self, name: str | None) -> tuple:
         return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
@@ -72,8 +74,13 @@ class SetState:
 
 
 @dataclasses.dataclass(frozen=True)
-class Finished:
-    spec: RunSpec  # its launch exited 0: recorded, so a restarted agent does not run it again
+class Ended:
+    """The launch is over on this node (exit 0, its time limit, a stop): recorded here, so a restarted agent does not
+    run it again, and in the bucket (launch_contract.EndRecord), so no verb starts the node for it again."""
+
+    spec: RunSpec
+    reason: str  # launch_contract.ENDED_REASONS
+    detail: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +90,9 @@ class Log:
 
 def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes: float) -> tuple[Memory, list]:
     """The next memory and the actions to take: start the spec's container when it is not running (after the
-    backoff), stop it when the spec says stop or a new run replaces it, record an exit 0 as finished, count a
-    non-zero exit as a crash (and the start of a crash loop unless the container lived crash_loop_minutes)."""
+    backoff), stop it when the spec says stop, a new run replaces it or the launch's time limit has come, record an
+    exit 0 or the limit as the launch's end, count a non-zero exit or a stall as a crash (and the start of a crash
+    loop unless the container lived crash_loop_minutes)."""
     if o.halted:
         return m, []  # going down (or due to): starting a trainer now would only be killed
     spec, actions = o.spec, []
@@ -92,6 +100,8 @@ def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes
         name = spec.container if spec else m.container
         if name and o.status(name)[0] == "running":
             actions.append(Stop(name, "the run spec says stop" if spec else "no run spec"))
+            if spec is not None:
+                actions.append(Ended(spec, "stopped", "gantry stop"))
         if spec is not None:
             actions.append(SetState(State.STOPPED, f"run {spec.run_id} stopped"))
         elif m.state not in (State.IDLE, State.POWERING_OFF):
@@ -106,27 +116,45 @@ def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes
     if o.finished:
         return m, [*actions, SetState(State.FINISHED, f"run {spec.run_id} finished")]
     status, code = o.status(name)
+    if spec.deadline is not None and o.wall >= spec.deadline:  # never started again, whoever starts the node
+        why = f"its time limit, {spec.max_minutes:g} min after the launch (gantry run --max-minutes)"
+        stop = [Stop(name, f"time limit: {spec.max_minutes:g} min")] if status == "running" else []
+        return m, [*actions, *stop, Ended(spec, "time-limit", why), Log(f"run {spec.run_id} reached {why}"),
+                   SetState(State.FINISHED, f"run {spec.run_id} ended at {why}")]
     if status == "running":
+        if spec.stall_minutes and o.quiet_s is not None and o.quiet_s >= 60 * spec.stall_minutes:
+            why = f"stalled: no new output line or stats for {o.quiet_s / 60:.0f} min (gantry run --stall-minutes)"
+            m, restart = crashed(dataclasses.replace(m, seen_running=m.seen_running - {name}), o, restart_seconds,
+                                 crash_loop_minutes, why, f"run {spec.run_id} stalled")
+            return m, [*actions, Stop(name, why), *restart]
         m = dataclasses.replace(m, seen_running=m.seen_running | {name})
         return m, [*actions, Follow(name), SetState(State.RUNNING, "")]
     if status == "exited" and name in m.seen_running:
         m = dataclasses.replace(m, seen_running=m.seen_running - {name})
         if code == 0:
-            return m, [*actions, Log(f"run {spec.run_id} finished (trainer exited 0)"), Finished(spec),
-                       SetState(State.FINISHED, f"run {spec.run_id} finished")]
-        crashes = m.crashes + 1
-        delay = backoff(crashes, restart_seconds)
-        m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
-        if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
-            m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+            return m, [*actions, Log(f"run {spec.run_id} finished (trainer exited 0)"),
+                       Ended(spec, "exited", "exit 0"), SetState(State.FINISHED, f"run {spec.run_id} finished")]
         # `exited 127: sh: 1: pythn: not found`: what `gantry status` shows of a program that failed
-        why = f"exited {code}: {o.last_line}" if o.last_line else f"trainer exited with code {code}"
-        actions += [Log(f"trainer exited with code {code}; restart {crashes} in {delay:.0f} s"),
-                    SetState(State.RESTARTING, why)]
+        m, restart = crashed(m, o, restart_seconds, crash_loop_minutes,
+                             f"exited {code}: {o.last_line}" if o.last_line else f"trainer exited with code {code}",
+                             f"trainer exited with code {code}")
+        actions += restart
     if o.now < m.next_start:
         return m, actions
     # Not running: never started, crashed, or left over from before a reboot or preemption.
     return m, [*actions, Start(spec)]
+
+
+def crashed(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes: float,
+            why: str, what: str) -> tuple[Memory, list]:
+    """A non-zero exit or a stall: one more crash, the backoff before the next start, and a crash loop begun unless
+    the container lived crash_loop_minutes."""
+    crashes = m.crashes + 1
+    delay = backoff(crashes, restart_seconds)
+    m = dataclasses.replace(m, crashes=crashes, next_start=o.now + delay)
+    if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
+        m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
+    return m, [Log(f"{what}; restart {crashes} in {delay:.0f} s"), SetState(State.RESTARTING, why)]
 
 
 def power_off_due(now: float, *, idle_since: float | None, idle_minutes: float, loop_since: float | None,

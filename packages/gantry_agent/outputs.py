@@ -5,6 +5,7 @@ it ends and when it is stopped. One object per launch, so what was copied is rem
 from __future__ import annotations
 
 import io
+import json
 import os
 import posixpath
 import tarfile
@@ -15,9 +16,9 @@ from launch_contract import (
     LAST_LINE_CHARS,
     REPORTED_FIGURES,
     STEP_KEY,
+    STEP_KEYS,
     RunSpec,
     newest_record,
-    stats_figures,
     sync_url,
 )
 
@@ -26,6 +27,34 @@ from .storage import StorageError
 from .sync import FolderSync, local_folder
 
 STATS_TAIL = 64 * 1024  # bytes of a stats file read: its newest records (a JSON object file is read whole below it)
+MAX_REPORTED_STATS = 8  # numbers of a program's own stats a report carries (a guest attribute stays small)
+
+
+def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
+    """(step, numbers) of the newest record in a program's own stats file: the whole text as one JSON object, else
+    the last line that is one (JSON lines). Numbers one level deep are named a/b; at most MAX_REPORTED_STATS, in
+    the file's order. The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
+    record = None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        for line in reversed(text.splitlines()):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                break
+    if not isinstance(record, dict):
+        return None, {}
+    numbers: dict[str, float] = {}
+    for key, value in record.items():
+        inner = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, number in inner:
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                numbers[f"{key}/{sub}" if sub else str(key)] = number
+    step = next((int(numbers[k]) for k in STEP_KEYS if k in numbers), None)
+    return step, dict(list(numbers.items())[:MAX_REPORTED_STATS])
 
 
 class RunOutputs:
@@ -41,12 +70,16 @@ class RunOutputs:
         self.pusher: threading.Thread | None = None
         self.next_push, self.was_running = 0.0, False
         self.last_line, self.last_line_at = "", None
+        self.stats_problem = ""  # why the --stats file gives no numbers, when it never will as it is
+        self.changed_at = 0.0  # monotonic: the newest line unlike the one before, or new stats (RunSpec.stall_minutes)
 
     # ---- the program's output ----
     def saw(self, line: str) -> None:
         """A line the program printed (the output follower): the newest non-empty one is the report's last_line."""
         text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
         if text:
+            if text[-LAST_LINE_CHARS:] != self.last_line:  # the same line again and again is no progress
+                self.changed_at = time.monotonic()
             self.last_line, self.last_line_at = text[-LAST_LINE_CHARS:], int(time.time())
 
     def progress(self) -> tuple[int | None, dict] | None:
@@ -63,7 +96,8 @@ class RunOutputs:
                                            if isinstance(record.get(k), (int, float))}
         for folder in self.spec.sync:
             if name.startswith(folder + "/"):
-                text = _tail(os.path.join(local_folder(self.run_folder, folder), name[len(folder) + 1:]))
+                path = os.path.join(local_folder(self.run_folder, folder), name[len(folder) + 1:])
+                text, is_folder = _tail(path), os.path.isdir(path)
                 break
         else:
             if self.workdir is None:  # a container this agent adopted after a restart
@@ -71,8 +105,12 @@ class RunOutputs:
                     self.workdir = self.docker.workdir(self.spec.image)
                 except RuntimeError:
                     return None
-            text = _tar_member(self.docker.copy_out(self.container, posixpath.join(self.workdir, name)))
-        return stats_figures(text) if text else None
+            text, is_folder = _tar_member(self.docker.copy_out(self.container, posixpath.join(self.workdir, name)))
+        figures = stats_figures(text) if text else None
+        # what `gantry status` says instead of "no numbers yet", which a folder or a file of no JSON would be forever
+        self.stats_problem = "is a folder, not a file" if is_folder else \
+            "holds no JSON object (--stats reads a JSON object or JSON lines)" if figures == (None, {}) else ""
+        return figures
 
     # ---- the --sync folders ----
     def restore(self) -> None:
@@ -181,15 +219,18 @@ def _tail(path: str) -> str:
         return ""
 
 
-def _tar_member(archive: bytes | None) -> str:
-    """The first file of the tar archive `docker cp CONTAINER:PATH -` writes (its end, STATS_TAIL)."""
+def _tar_member(archive: bytes | None) -> tuple[str, bool]:
+    """(the end of the file (STATS_TAIL), whether PATH is a folder) from the tar archive `docker cp CONTAINER:PATH -`
+    writes: its first member is PATH itself."""
     if not archive:
-        return ""
+        return "", False
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             for member in tar:
+                if member.isdir():
+                    return "", True
                 if member.isfile():
-                    return tar.extractfile(member).read()[-STATS_TAIL:].decode("utf-8", "replace")
+                    return tar.extractfile(member).read()[-STATS_TAIL:].decode("utf-8", "replace"), False
     except (tarfile.TarError, OSError):
         pass
-    return ""
+    return "", False

@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from launch_contract import (
-    END_KIND,
     KIND_KEY,
     LOCAL_RANK_ENV,
     LOSS_KEY,
@@ -125,8 +124,6 @@ def main(argv=None) -> int:
             rate = step * args.batch_size * world / max(time.monotonic() - began, 1e-9)
             with open(out.local / STATS_FILE, "a", encoding="utf-8") as stats:
                 stats.write(json.dumps(train_record(step, round(loss.item(), 6), round(rate, 1))) + "\n")
-                if step == args.steps:  # last, before the push below carries it to the bucket: the run is over
-                    stats.write(json.dumps({KIND_KEY: END_KIND, STEP_KEY: step, "reason": "steps"}) + "\n")
             print(f"toytrain: step {step} loss {loss.item():.4f}", flush=True)
         if step % args.checkpoint_every == 0 or step == args.steps:
             torch.save({"model": model.module.state_dict(), "step": step}, out.local / f".{CHECKPOINT}.tmp")

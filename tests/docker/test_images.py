@@ -137,7 +137,7 @@ def test_unpullable_base_image_fails_with_the_offline_recipe(docker_client):
 def test_train_docker_trains_into_a_folder_of_its_own_not_train_locals():
     planned = subprocess.run(["make", "-n", "--no-print-directory", "train-docker", "TRAIN_CONFIG=tictactoe"],
                              check=True, capture_output=True, text=True, cwd=REPO, timeout=120).stdout
-    assert '-v "' + str(REPO) + '/runs:/runs" gantry-trainer:cpu --config tictactoe --run.dir=runs/docker-tictactoe' in planned
+    assert '-v "' + str(REPO) + '/runs:/runs" ' + "gantry-trainer:cpu --config 'tictactoe' '--run.dir=runs/docker-tictactoe'" in planned
 
 
 def test_train_docker_before_build_train_says_build_first():

@@ -13,7 +13,7 @@ from agent_helpers import HERE, Node, spec, wait_until
 from gantry_agent.containers import docker_run_args
 from gantry_agent.decide import Memory, Observation, SetState, decide
 from gantry_agent.settings import Settings
-from launch_contract import RUN_KEY, RunSpec, State, sync_url
+from launch_contract import DEADLINE_ENV, RUN_KEY, EndRecord, RunSpec, State, ended_url, sync_url
 
 WORKDIR = "/workspace"
 PROGRAM = HERE / "stub_program.py"
@@ -110,6 +110,43 @@ def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_cop
              "gantry-run-r5-0 stopped after", "(final copy)", "final copy of the --sync folders done in",
              "state stopped: run r5 stopped"]
     assert [log.index(line) for line in order] == sorted(log.index(line) for line in order), log
+    ended = EndRecord.from_json(gcs.read(ended_url(run_dir, 0)))  # the agent's record, whatever the program wrote
+    assert (ended.launch, ended.reason) == (RunSpec.from_json(spec("r5", **run)).launch_id, "stopped")
+
+
+def test_the_time_limit_stops_a_command_copies_its_folder_records_its_end_and_no_restart_runs_it(tmp_path, metadata,
+                                                                                                 nodes, gcs):
+    gcs.create_bucket("runs-bucket")
+    run_dir = "gs://runs-bucket/runs/r7"
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
+    nodes.append(node.start())
+    launched_at = time.time()
+    run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
+           "max_minutes": 0.1, "launched_at": f"{launched_at:.3f}"}  # a limit 6 s after the launch
+    metadata.set_attribute(RUN_KEY, spec("r7", **run))
+    wait_until(lambda: node.report().get("state") == "finished", timeout=60, what="the end at the time limit")
+    ended = EndRecord.from_json(gcs.read(ended_url(run_dir, 0)))
+    assert (ended.reason, ended.launch) == ("time-limit", f"r7@{launched_at:.3f}") and ended.at >= launched_at + 6
+    assert f"{DEADLINE_ENV}={launched_at + 6:.0f}" in node.output()  # the program saw when it would be stopped
+    assert gcs.read(f"{sync_url(run_dir, 0, 'ckpt')}/final.txt").startswith(b"stopped at step ")  # SIGTERM, then copied
+    assert "ended at its time limit, 0.1 min after the launch" in node.report()["detail"]
+    node.stop()  # a reboot (a Spot node someone started again): the new agent starts nothing for it
+    again = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
+    nodes.append(again.start())
+    runs = len(again.docker_calls("run"))
+    wait_until(lambda: "state finished" in again.agent_output(), what="the restarted agent's finished state")
+    assert len(again.docker_calls("run")) == runs == 1
+
+
+def test_a_command_that_prints_the_same_line_forever_is_stopped_and_restarted_at_its_stall_limit(tmp_path, metadata,
+                                                                                                nodes):
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STOP_GRACE_SECONDS="2")
+    nodes.append(node.start())
+    hung = "while true; do echo 'Played games: 0'; sleep 0.2; done"  # a worker died; the main loop goes on printing
+    metadata.set_attribute(RUN_KEY, spec("r8", command=True, args=["sh", "-c", hung], stall_minutes=0.05))  # 3 s
+    wait_until(lambda: len(node.docker_calls("run")) >= 2, timeout=60, what="a restart after the stall")
+    assert "stalled: no new output line or stats for" in node.agent_output()
+    assert node.docker_calls("stop"), "stopped (SIGTERM, the grace) before the restart"
 
 
 def test_a_command_that_fails_at_once_is_reported_with_its_last_line_and_not_restarted_forever(tmp_path, metadata,

@@ -4,7 +4,7 @@ the test holds. No process, docker or sleep: tests/launcher/test_agent.py runs t
 from dataclasses import replace
 
 from gantry_agent.decide import (
-    Finished,
+    Ended,
     Follow,
     Log,
     Memory,
@@ -55,11 +55,51 @@ def test_an_exit_0_is_recorded_finished_and_never_started_again():
     run = spec()
     memory, _ = step(Memory(), now=0.0, run=run, status=("running", 0))
     memory, actions = step(memory, now=60.0, run=run, status=("exited", 0))
-    assert actions == [Log("run r1 finished (trainer exited 0)"), Finished(run),
+    assert actions == [Log("run r1 finished (trainer exited 0)"), Ended(run, "exited", "exit 0"),
                        SetState(State.FINISHED, "run r1 finished")]
     # the next loop (or a restarted agent, which reads finished-launches.json) leaves it alone
     _, actions = step(memory, now=61.0, run=run, status=("exited", 0), finished=True)
     assert actions == [SetState(State.FINISHED, "run r1 finished")]
+
+
+def test_the_time_limit_stops_the_program_records_its_end_and_never_starts_it_again():
+    run = replace(spec(launched_at="1000.0"), max_minutes=2.0)  # deadline 1120 on the launcher's clock
+    memory, _ = step(Memory(), now=0.0, run=run, status=("running", 0), wall=1119.0)
+    memory, actions = step(memory, now=1.0, run=run, status=("running", 0), wall=1120.0)
+    why = "its time limit, 2 min after the launch (gantry run --max-minutes)"
+    assert actions == [Stop(run.container, "time limit: 2 min"), Ended(run, "time-limit", why),
+                       Log(f"run r1 reached {why}"), SetState(State.FINISHED, f"run r1 ended at {why}")]
+    # a node started after the deadline (a Spot node someone started again) starts nothing
+    _, actions = step(Memory(), now=0.0, run=run, status=("exited", 143), wall=5000.0)
+    assert kinds(actions) == ["Ended", "Log", "SetState"]
+    # no limit: the same clock starts it
+    _, actions = step(Memory(), now=0.0, run=replace(run, max_minutes=0), wall=5000.0)
+    assert kinds(actions) == ["Start"]
+
+
+def test_a_stalled_program_is_stopped_and_restarted_as_a_crash():
+    run = replace(spec(), stall_minutes=10.0)
+    memory, _ = step(Memory(), now=0.0, run=run, status=("running", 0), quiet_s=0.0)
+    memory, actions = step(memory, now=599.0, run=run, status=("running", 0), quiet_s=599.0)
+    assert kinds(actions) == ["Follow", "SetState"]  # quiet, but not for 10 minutes yet
+    memory, actions = step(memory, now=600.0, run=run, status=("running", 0), quiet_s=600.0)
+    why = "stalled: no new output line or stats for 10 min (gantry run --stall-minutes)"
+    assert actions == [Stop(run.container, why), Log("run r1 stalled; restart 1 in 10 s"),
+                       SetState(State.RESTARTING, why)]
+    assert memory.crashes == 1 and run.container not in memory.seen_running
+    _, actions = step(memory, now=610.0, run=run, status=("exited", 143))  # its stop's exit is no second crash
+    assert actions == [Start(run)]
+    _, actions = step(memory, now=700.0, run=replace(run, stall_minutes=0), status=("running", 0), quiet_s=1e6)
+    assert kinds(actions) == ["Follow", "SetState"]  # no stall limit: quiet forever is fine
+
+
+def test_a_stop_records_the_end_of_the_launch():
+    run = spec()
+    memory, _ = step(Memory(), now=0.0, run=run, status=("running", 0))
+    stopping = replace(run, action="stop")
+    _, actions = step(memory, now=5.0, run=stopping, status=("running", 0))
+    assert actions == [Stop(run.container, "the run spec says stop"), Ended(stopping, "stopped", "gantry stop"),
+                       SetState(State.STOPPED, "run r1 stopped")]
 
 
 def test_a_crash_is_restarted_after_a_backoff_that_doubles_and_is_capped():
@@ -105,7 +145,8 @@ def test_a_stop_spec_stops_a_running_container_then_reports_stopped():
     run = spec(action="stop")
     memory = Memory(state=State.RUNNING, container=run.container, loop_since=3.0)
     memory, actions = step(memory, now=1.0, run=run, status=("running", 0))
-    assert actions == [Stop(run.container, "the run spec says stop"), SetState(State.STOPPED, "run r1 stopped")]
+    assert actions == [Stop(run.container, "the run spec says stop"), Ended(run, "stopped", "gantry stop"),
+                       SetState(State.STOPPED, "run r1 stopped")]
     assert memory.loop_since is None
     _, actions = step(memory, now=2.0, run=run, status=("exited", 0))
     assert actions == [SetState(State.STOPPED, "run r1 stopped")]

@@ -5,7 +5,9 @@ fake-gcs-server (tests/gcs_server.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from gantry import programs, projects, runs
 from gantry.status import ExitStatus
+from gantry_agent.outputs import stats_figures
 from gantry_agent.settings import Settings
 from launch_contract import (
     DEFAULT_SYNC_SECONDS,
@@ -24,7 +27,6 @@ from launch_contract import (
     Report,
     RunSpec,
     State,
-    stats_figures,
     sync_url,
 )
 from launcher_helpers import REPO, isolated_environ, needs_terraform, run_module
@@ -88,15 +90,17 @@ def test_the_words_after_dashes_are_trainer_flags_a_torchrun_program_or_a_comman
         assert program.words == tuple(w for w in words if w != "--")
 
 
-@pytest.mark.parametrize("hours, limit", [
-    (3, "Time limit: your program gets no trainer budget; the nodes stop after max_run_hours = 3 h up"),
-    (0, "Time limit: none. Your program gets no trainer budget and max_run_hours = 0"),
+@pytest.mark.parametrize("hours, minutes, limit", [
+    (3, [], "Time limit: 240 min; every node stops the run at "),  # the default: the trainer's, every program's
+    (3, ["--max-minutes", "0"], "Time limit: none (--max-minutes 0); the nodes stop after max_run_hours = 3 h up"),
+    (0, ["--max-minutes", "0"], "Time limit: none (--max-minutes 0) and max_run_hours = 0 (infra/terraform.tfvars)"),
 ])
 def test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec(cli, fake, world, deployment,
-                                                                                       hours, limit):
+                                                                                       hours, minutes, limit):
     deployment.write(max_run_hours=hours)
-    result = cli("run", "--detach", "--run-id", "c1", "--sync", "checkpoints", "--sync", "logs/tb/", "--stats",
-                 "out/stats.json", "--sync-every", "30", "--", *COMMAND, environ=world["environ"])
+    result = cli("run", "--detach", "--run-id", "c1", "--sync", "checkpoints", "--sync", "logs/tb/", "--sync",
+                 "checkpoints", "--stats", "out/stats.json", "--sync-every", "30", *minutes, "--", *COMMAND,
+                 environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     run_dir = f"{world['bucket']}/runs/c1"
     for rank, spec in enumerate(specs(world)):
@@ -112,6 +116,7 @@ def test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nod
     assert f"to {sync_url(run_dir, 0, 'checkpoints')} (node 0; node N's under node-N)" in out
     assert f"to {sync_url(run_dir, 0, 'logs/tb')} " in out and "reads out/stats.json" in out
     assert limit in out and "--run.max_minutes" not in out
+    assert {spec.max_minutes for spec in specs(world)} == {0 if minutes else 240}
 
 
 def test_run_project_launches_the_image_of_the_projects_version_pinned_by_digest(cli, world, registry, project):
@@ -151,6 +156,26 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
     (["--stats", "a/../../b.json", "--", *COMMAND], "stats file 'a/../../b.json' must be a path inside the project"),
     (["--sync", "checkpoints"], "--sync and --stats are for your own program; "),
     (["--sync-every", "0", "--", *COMMAND], "--sync-every 0 is not a number of seconds. "),
+    # what a node would refuse, or crash-loop on, refused here (#99)
+    (["--project", "PROJECT", "--sync", "scripts/train_multi_gpu.py", "--", *COMMAND],
+     ("--sync scripts/train_multi_gpu.py is a file in the project PROJECT; the node keeps folders. Name the folder "
+     "the program writes it in (--sync scripts).")),
+    (["--sync", "ckpt", "--sync", "ckpt/best", "--", *COMMAND], "--sync ckpt/best and --sync ckpt overlap "),
+    (["--run-id", "MyRun", "--", *COMMAND], "'MyRun' is not a run id (lowercase letters, digits, . _ -, "),
+    (["--config", "my-connect4.yaml"], "--config my-connect4.yaml is a file on this machine; the nodes have only "),
+    (["--config", "./configs/c4"], "--config ./configs/c4 is a file on this machine; "),
+    (["--master-port", "80", "--", *COMMAND], ("--master-port 80 is not a port the program can listen on. Give a "
+                                              "port from 1024 to 65535 (default 29500).")),
+    (["--master-port", "70000", "--", *COMMAND], "--master-port 70000 is not a port the program can listen on. "),
+    (["--nproc-per-node", "-1", "--", *COMMAND], "--nproc-per-node -1 is not a number of ranks per node. "),
+    (["--nproc-per-node", "65", "--", *COMMAND], "--nproc-per-node 65 is not a number of ranks per node. "),
+    (["--max-minutes", "-5", "--", *COMMAND], "--max-minutes -5 is not a number of minutes. "),
+    (["--stall-minutes", "-1", "--", *COMMAND], "--stall-minutes -1 is not a number of minutes. "),
+    (["--env", "NODE_RANK=3", "--", *COMMAND], "--env NODE_RANK is set by the agent on every node "),
+    (["--env", "GANTRY_DEADLINE=0", "--", *COMMAND], "--env GANTRY_DEADLINE is set by the agent on every node "),
+    (["--env", "2FAST=1", "--", *COMMAND], "--env '2FAST=1' is not KEY=VALUE "),
+    (["--env", "WANDB_MODE", "--", *COMMAND], "--env 'WANDB_MODE' is not KEY=VALUE "),
+    (["--shm-size", "lots", "--", *COMMAND], "--shm-size 'lots' is not a size docker takes. "),
 ])
 def test_run_refuses_a_bad_project_sync_or_stats_in_one_line_before_anything_starts(cli, fake, world, project,
                                                                                      registry, words, line):
@@ -208,6 +233,29 @@ def test_status_of_a_command_run_shows_each_nodes_last_line_own_stats_and_error(
     assert "Pons" not in result.stdout and "master:" not in result.stdout  # the selfplay trainer's, not a command's
 
 
+def test_status_says_why_a_stats_file_gives_no_numbers_instead_of_waiting_for_them_forever(cli, world, tmp_path):
+    from gantry_agent.outputs import RunOutputs
+
+    assert cli("run", "--detach", "--run-id", "c4", "--sync", "out", "--stats", "out/stats", "--", *COMMAND,
+               environ=world["environ"]).status == ExitStatus.OK
+    run = specs(world)[0]
+    outputs = RunOutputs(dataclasses.replace(run, run_dir=""), str(tmp_path / "r"), None, None, "", print)
+    stats = tmp_path / "r" / "sync" / "out" / "stats"  # where the agent reads a --stats file in a --sync folder
+    stats.mkdir(parents=True)  # the program made a folder of that name
+    assert outputs.progress() is None and outputs.stats_problem == "is a folder, not a file"
+    stats.rmdir()
+    stats.write_text("epoch 3 done\n")  # a log, not JSON
+    assert outputs.progress() == (None, {}) and outputs.stats_problem.startswith("holds no JSON object")
+    problems = [Report(state=State.RUNNING, run="c4", node_rank=0, stats_problem="is a folder, not a file"),
+                Report(state=State.RUNNING, run="c4", node_rank=1)]
+    for vm, report in zip(world["vms"], problems):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": report.to_json()}
+    lines = cli("status", environ=world["environ"]).stdout.splitlines()
+    assert "node 0: --stats out/stats is a folder, not a file" in lines
+    assert "node 1: no numbers in out/stats yet" in lines
+
+
 def test_status_restarts_a_preempted_spot_node_of_a_command_run_and_says_it_bills(cli, fake, world):
     assert cli("run", "--detach", "--run-id", "c3", "--sync", "checkpoints", "--", *COMMAND,
                environ=world["environ"]).status == ExitStatus.OK
@@ -257,9 +305,12 @@ def test_the_help_of_stop_fetch_and_status_says_what_they_do_with_a_command_run(
     assert f"(default: {DEFAULT_SYNC_SECONDS})" in run and "--project DIR" in run
 
 
-def test_make_run_gcp_passes_project_to_gantry_run():
-    made = subprocess.run([*MAKE, "-n", "run-gcp", "PROJECT=../my-trainer",
+def test_make_run_gcp_passes_project_to_gantry_run_as_one_word_with_its_spaces():
+    # PROJECT="my proj" once launched the sibling folder `my` with the command `proj --detach -- ...`
+    made = subprocess.run([*MAKE, "-n", "run-gcp", "PROJECT=../my trainer",
                            f"ARGS=--sync checkpoints -- {' '.join(COMMAND)}"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert made.returncode == 0, made.stderr
-    assert f"-m gantry run --project ../my-trainer --sync checkpoints -- {' '.join(COMMAND)}" in made.stdout
+    line = next(line for line in made.stdout.splitlines() if "-m gantry run" in line)
+    words = shlex.split(line)
+    assert words[words.index("run"):] == ["run", "--project", "../my trainer", "--sync", "checkpoints", "--", *COMMAND]

@@ -127,9 +127,9 @@ def test_make_cost_shows_both_default_time_limits():
     assert 60 * default.max_run_hours > DEFAULT_RUN_MAX_MINUTES  # the trainer checkpoints before GCE stops it
     text = "\n".join(cost.render(cost.estimate(default)))
     assert f"a run of max_run_hours = {default.max_run_hours:g}" in text
-    assert f"run.max_minutes = {DEFAULT_RUN_MAX_MINUTES} minutes, gantry run's default" in text
-    assert "--run.max_minutes=N" in text
+    assert f"every `make run-gcp` launch stops {DEFAULT_RUN_MAX_MINUTES} minutes after it starts" in text
+    assert 'ARGS="--max-minutes N"' in text
     readme = " ".join((REPO / "README.md").read_text().split())  # the README says whose default it is, not the trainer's
-    assert f"`gantry run`'s default budget of {DEFAULT_RUN_MAX_MINUTES} minutes" in readme
+    assert f"`gantry run`'s default time limit of {DEFAULT_RUN_MAX_MINUTES} minutes after the launch" in readme
     assert f"power off after max_run_hours = {default.max_run_hours:g} hours up" in text
     assert text.count("0 = no limit") == 2  # each limit says how to remove it

@@ -22,6 +22,7 @@ from launch_contract import (
     NODE_RANK_ENV,
     POSITIONS_PER_S_KEY,
     RUN_DIR_ENV,
+    RUN_ID_RULE,
     RunSpec,
     arena_key,
     eval_key,
@@ -70,9 +71,10 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
         specs.append(spec)
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
-    assert specs[0].args == ("--config", "tictactoe", f"--run.dir={world['bucket']}/runs/r1",
-                             f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}", "--run.max_steps=50")
-    assert f"stops with a checkpoint after run.max_minutes={DEFAULT_RUN_MAX_MINUTES} minutes" in result.stdout
+    assert specs[0].args == ("--config", "tictactoe", f"--run.dir={world['bucket']}/runs/r1", "--run.max_steps=50")
+    # every launch has the default limit, kept by the agents, whatever runs; the trainer's flags are its own
+    assert specs[0].max_minutes == DEFAULT_RUN_MAX_MINUTES and specs[0].deadline is not None
+    assert f"Time limit: {DEFAULT_RUN_MAX_MINUTES} min; every node stops the run at" in result.stdout
     assert specs[0].launched_at == specs[1].launched_at
     assert "make status" in result.stdout
 
@@ -366,9 +368,8 @@ def test_fetch_refuses_what_is_not_a_run_id_in_one_line(cli, world, deployment, 
     world["gcs"].write(f"{world['bucket']}/runs/r3/stats.jsonl", b"")
     result = cli("fetch", "--", run_id, environ=world["environ"])
     assert result.status == ExitStatus.ERROR, result.output
-    assert result.stderr.splitlines() == [(f"gantry: error: {run_id!r} is not a run id. A run id is a folder name "
-                                          "(letters, digits, . _ -, not starting with . or -), as `make run-gcp` "
-                                          "printed it: run-YYYYmmdd-HHMMSS.")]
+    assert result.stderr.splitlines() == [(f"gantry: error: {run_id!r} is not a run id ({RUN_ID_RULE}). Name the run "
+                                          "as `make run-gcp` names it (run-YYYYmmdd-HHMMSS), e.g. --run-id my-run-2.")]
     assert not (deployment.root / "runs").exists()
 
 
@@ -412,33 +413,44 @@ def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, wor
     assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
 
 
-def test_status_leaves_a_spot_node_off_once_its_run_reached_its_budget(cli, fake, world):
-    # Run r2 reached max_steps (the trainer's end record is the newest in the bucket); node 1 then powered off
-    # idle, its spec still saying start. Starting it would only bill until the next idle shutdown.
-    from launch_contract import END_KIND
+def test_status_starts_no_node_for_a_launch_its_agent_ended_whatever_the_program_wrote(cli, fake, world, gcs, tmp_path):
+    # A plain command writes no trainer record; it exited 0 on node 1, whose agent recorded the end in the bucket
+    # (gantry_agent.ending, the agent's own writer), then powered the node off idle, its spec still saying start.
+    from gantry_agent.ending import Endings
 
-    assert cli("run", "--detach", "--run-id", "r2", environ=world["environ"]).status == ExitStatus.OK
+    command = ["--", "python", "train.py"]
+    assert cli("run", "--detach", "--run-id", "r2", *command, environ=world["environ"]).status == ExitStatus.OK
     for vm in world["vms"]:
         vm["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
     world["vms"][1]["status"] = "TERMINATED"
-    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
-        log.record(500, {"losses/total": 1.0})
-        log.record(500, {"reason": "max_steps"}, kind=END_KIND)
+    ended = RunSpec.from_json(metadata_items(world["vms"][1])["gantry-run"])
+    Endings(str(tmp_path / "agent"), lambda: "token", gcs.url, print).record(ended, "exited", "exit 0")
     fake.started.clear()
-    result = cli("status", environ=world["environ"])
-    assert result.status == ExitStatus.OK, result.output
-    assert fake.started == [] and "starting it" not in result.stdout
+    for _ in range(3):  # status after status: the node stays off
+        result = cli("status", environ=world["environ"])
+        assert result.status == ExitStatus.OK, result.output
+        assert fake.started == [] and "starting it" not in result.stdout
+        assert "node 1 gantry-node-1: terminated, left off: run r2 ended: its program exited 0 (" in result.stdout
 
-    # an arena of its checkpoints, run after the end and mirrored to the bucket, does not reopen the run
-    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
-        log.record(500, {"arena/elo": 900.0}, kind="arena")
-    assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == []
-
-    # the same run resumed with a larger budget trains on: its newest record is no longer the end, so a
-    # preemption is healed again
-    with trainer_stats(f"{world['bucket']}/runs/r2", world["staging"]) as log:
-        log.record(520, {"losses/total": 0.9})
+    # the same run resumed is a new launch: a preemption of it is healed again
+    assert cli("run", "--detach", "--resume", "r2", *command, environ=world["environ"]).status == ExitStatus.OK
+    world["vms"][1]["status"] = "TERMINATED"
+    fake.started.clear()
     assert cli("status", environ=world["environ"]).status == ExitStatus.OK and fake.started == ["gantry-node-1"]
+
+
+def test_status_starts_no_node_for_a_launch_past_its_time_limit(cli, fake, world):
+    # node 1 was off when the limit came (its agent could record nothing): the launcher reads the spec's deadline
+    assert cli("run", "--detach", "--run-id", "r3", "--max-minutes", "0.001", "--", "python", "train.py",
+               environ=world["environ"]).status == ExitStatus.OK
+    for vm in world["vms"]:
+        vm["scheduling"] = {"provisioningModel": "SPOT"}
+    world["vms"][1]["status"] = "TERMINATED"
+    fake.started.clear()
+    time.sleep(0.1)
+    result = cli("status", environ=world["environ"])
+    assert result.status == ExitStatus.OK and fake.started == [], result.output
+    assert "left off: run r3 reached its time limit (0.001 min, at " in result.stdout
 
 
 def test_run_and_status_name_make_apply_when_google_deleted_the_nodes(cli, fake, world):
@@ -488,22 +500,22 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     assert "Run r10 finished on every node." in result.stdout
 
 
-@pytest.mark.parametrize("flags, budget", [
-    ([], [f"--run.max_minutes={DEFAULT_RUN_MAX_MINUTES}"]),  # a run started with defaults ends by itself
-    (["--run.max_minutes=30"], []),
-    (["--run.max_minutes", "30"], []),
-    (["--run.max_minutes=0"], []),  # no limit, said explicitly
+@pytest.mark.parametrize("flags, limit, expected", [
+    ([], None, DEFAULT_RUN_MAX_MINUTES),  # every launch ends by itself
+    (["--run.max_minutes=30"], None, DEFAULT_RUN_MAX_MINUTES),  # the trainer's own budget is its own
+    ([], 0, 0),  # no limit, said explicitly
 ])
-def test_a_selfplay_run_gets_the_default_time_budget_unless_its_flags_set_one(flags, budget):
+def test_every_launch_gets_the_default_time_limit_and_the_trainer_flags_stay_its_own(flags, limit, expected):
     cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
-    spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1")[0]
-    assert spec.args == ("--config", "connect4", "--run.dir=gs://b/runs/r1", *budget, *flags)
+    spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1", max_minutes=limit)[0]
+    assert spec.args == ("--config", "connect4", "--run.dir=gs://b/runs/r1", *flags)
+    assert spec.max_minutes == expected and (spec.deadline is None) == (expected == 0)
 
 
-def test_your_own_torchrun_program_gets_no_selfplay_budget():
+def test_your_own_torchrun_program_gets_no_selfplay_flags_and_the_same_time_limit():
     cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
     spec = runs.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
-    assert spec.args == ("-m", "toytrain.train")
+    assert spec.args == ("-m", "toytrain.train") and spec.max_minutes == DEFAULT_RUN_MAX_MINUTES
 
 
 @needs_terraform  # the price comes from infra/terraform.tfvars, which Terraform checks first

@@ -27,7 +27,7 @@ from contextlib import ExitStack
 import pytest
 from agent_helpers import wait_until
 from gantry.status import ExitStatus
-from launch_contract import END_KIND, KIND_KEY, STATS_FILE, RunSpec
+from launch_contract import END_KIND, ENDED, KIND_KEY, STATS_FILE, EndRecord, RunSpec
 from launcher_helpers import needs_terraform
 from node_twin import NOT_IN_THE_TWIN, OWN_PROJECT_MARK, REPO, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
@@ -184,9 +184,10 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         assert list((local / "tb").glob("events.out.tfevents.*")), "TensorBoard events came home"
 
         phase("fetched")
-        # make run-gcp --resume: both nodes continue from the stopped step and stop by themselves at the default time
-        # budget gantry run gives a run that sets none (the mechanism of every run; only its length is the test's)
-        monkeypatch.setattr(runs, "DEFAULT_RUN_MAX_MINUTES", 0.75)
+        # make run-gcp --resume: both nodes continue from the stopped step and end by themselves before the default
+        # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
+        # trainer the launch's deadline, and it plans its own end before it
+        monkeypatch.setattr(runs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
         resumed = gantry("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
                          "--", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
@@ -200,7 +201,9 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         records = [json.loads(line) for line in twin.read(f"{run_dir}/{STATS_FILE}").decode().splitlines()]
         ends = [r for r in records if r.get(KIND_KEY) == END_KIND]
         assert [r.get("reason") for r in ends] == ["max_minutes"], ends
-        phase("the resumed run ended by itself at the default budget on both nodes")
+        assert "time limit: the launch ends at" in nodes[0].output()
+        left_off(cli, twin, fake, "run twin ended: its program exited 0")
+        phase("the resumed run ended by itself before its time limit on both nodes; status started no node")
 
         # make run-gcp -- -m toytrain.train: your own torchrun program on the same nodes, once the run is done
         your_own_torchrun_program(cli, twin, nodes, pushed, stack)
@@ -215,6 +218,25 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
     assert set(verb for verb, _ in walkthrough) - set(NOT_IN_THE_TWIN) == set(expected)
     remaining = iter(ran)
     assert all(verb in remaining for verb in expected), f"README order {expected}, the twin ran {ran}"
+
+
+def left_off(cli, twin, fake, why: str) -> None:
+    """After a launch ended on both nodes (each agent wrote its EndRecord), the Spot VMs stop (max_run_hours, the
+    agent's idle power-off): `make status`, run again and again, starts none of them. Then they are up again, as
+    the twin's agents never stopped."""
+    started = list(fake.started)
+    for vm in twin.vms:
+        vm["status"] = "TERMINATED"
+    for rank in range(2):
+        ended = EndRecord.from_json(twin.read(f"runs/twin/{ENDED.format(rank=rank)}"))
+        assert ended is not None and ended.reason == "exited", ended
+    for _ in range(3):
+        status = cli("status", environ=twin.environ)
+        assert status.status == ExitStatus.OK, status.output
+        assert fake.started == started and "starting it" not in status.stdout, status.stdout
+        assert status.stdout.count(f"terminated, left off: {why}") == 2, status.stdout
+    for vm in twin.vms:
+        vm["status"] = "RUNNING"
 
 
 def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
@@ -329,6 +351,9 @@ def your_own_project(cli, twin, nodes, stack, deployment, phase) -> None:
 
     stopped = cli("stop", "-y", "--timeout", "300", environ=twin.environ)
     assert stopped.status == ExitStatus.OK, stopped.output
+    for rank in range(2):  # the agents' own record of the end: a plain command writes no trainer record
+        ended = EndRecord.from_json(twin.read(f"runs/chess/{ENDED.format(rank=rank)}"))
+        assert ended.reason == "stopped" and ended.launch.startswith("chess@"), ended
     fetched = cli("fetch", "chess", environ=twin.environ)
     assert fetched.status == ExitStatus.OK, fetched.output
     for rank in range(2):

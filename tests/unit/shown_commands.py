@@ -170,8 +170,10 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make run-gcp ARGS=--replace$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                               "test_a_second_run_does_not_silently_replace_the_one_in_progress")),
     (r"^make run-gcp 'ARGS=--resume RUN_ID'$", TWIN),
-    (r"^make run-gcp 'ARGS=-- --(run.max_minutes|search.simulations)=\d+'$", Proven(
-        f"{LAUNCHER}/test_launcher_runs.py::test_a_selfplay_run_gets_the_default_time_budget_unless_its_flags_set_one")),
+    (r"^make run-gcp 'ARGS=-- --search.simulations=\d+'$", Proven(
+        f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
+    (r"^make run-gcp 'ARGS=--max-minutes 0'$", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
+                                                      "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
     (r"^make run-gcp PROJECT=", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
                                        "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
     (r"^make status$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_latest_pons_errors")),

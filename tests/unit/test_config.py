@@ -156,3 +156,19 @@ def test_the_budget_sets_how_far_the_run_is():
     assert run.budget_progress(step=500, time_progress=0.25) == 0.5          # the steps run out first here
     assert run.budget_progress(step=100, time_progress=run.time_progress(3 * 3600)) == 1.0
     assert load(None, []).run.budget_progress(step=10**6, time_progress=0.0) is None  # no budget: no schedule
+
+
+def test_a_node_session_plans_its_end_before_the_launchs_deadline_and_keeps_a_sooner_budget_of_its_own():
+    from launch_contract import DEADLINE_ENV
+    from selfplay.cli.train import DEADLINE_MARGIN_S, within_deadline
+
+    cfg = load(resolve_config("tictactoe"))
+    assert cfg.run.max_minutes == 0 and within_deadline(cfg, {}) is cfg  # the laptop: no deadline, no change
+    deadline = {DEADLINE_ENV: "10000"}  # the agent stops the program then (epoch seconds)
+    planned = within_deadline(cfg, deadline, now=10000 - 3600)
+    assert planned.run.max_minutes == round((3600 - DEADLINE_MARGIN_S) / 60, 2)  # a minute before it
+    assert within_deadline(cfg, deadline, now=10000 - 40).run.max_minutes == 0.5  # a quarter of what is left
+    assert within_deadline(cfg, deadline, now=10000 + 5).run.max_minutes == 0.01  # past it: end at once, not never
+    sooner = load(resolve_config("tictactoe"), ["--run.max_minutes=30"])
+    assert within_deadline(sooner, deadline, now=10000 - 3600) is sooner
+

@@ -38,8 +38,8 @@ def made_venv(tmp_path: Path, spec: str) -> Path:
 def test_a_torch_spec_other_than_the_venvs_installs_torch_again(tmp_path, made_with, asked, installs):
     out = dry_run(made_venv(tmp_path, made_with), *([f"TORCH_SPEC={asked}"] if asked else []))
     assert (f'TORCH_SPEC="{asked}" ' in out and INSTALL in out) == installs, out
-    assert out.splitlines()[-1].rstrip().endswith("-m selfplay train --config packages/selfplay/configs/connect4.yaml "
-                                         "--run.dir=runs/local"), out
+    assert out.splitlines()[-1].rstrip().endswith("-m selfplay train --config 'packages/selfplay/configs/connect4.yaml' "
+                                         "'--run.dir=runs/local'"), out
     if installs:  # then the trainer is linked again and the spec remembered
         assert "pip install -q -e ." in out and f"echo '{asked}' >" in out
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import re
+import time
 from pathlib import Path
 
 from launch_contract import (
+    DEADLINE_ENV,
     DEFAULT_CONFIG,
     DEFAULT_MASTER_PORT,
     DEFAULT_SYNC_SECONDS,
     KIND_KEY,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
+    MASTER_PORTS,
+    MAX_NPROC_PER_NODE,
     NNODES_ENV,
     NODE_RANK_ENV,
     PROJECT_ROOT,
@@ -21,12 +26,13 @@ from launch_contract import (
     STEP_KEY,
     SYNC_FOLDER,
     TRAIN_KIND,
+    check_env_pair,
     sync_url,
 )
 
 from gantry import config, images, nodes, programs, projects, registry, runs, trainer_check
 from gantry.cli.follow import follow
-from gantry.config import RUN_MAX_MINUTES_FLAG
+from gantry.config import MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -56,8 +62,14 @@ Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each n
 node. Either gets {NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, the GANTRY_NODE_RANK /
 GANTRY_NUM_NODES / GANTRY_NODE_IPS / GANTRY_GPUS_PER_NODE names, {RUN_DIR_ENV} (the bucket folder) and
 {STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records, or
-the --stats FILE you name, is what status shows. It gets no trainer time budget: the nodes' max_run_hours
-(infra/terraform.tfvars) is its limit.
+the --stats FILE you name, is what status shows.
+
+Every launch, the trainer's or yours, has a time limit ({MAX_MINUTES_FLAG}, 240 minutes unless you say; 0 removes it),
+counted from the launch and kept by each node's agent: it stops the program then (SIGTERM, the grace to checkpoint,
+the last copy of its --sync folders) and records the end in the bucket, as it does when the program exits 0 or is
+stopped, so no later `make status` or `make run-gcp` starts those nodes again. The program sees the moment in
+{DEADLINE_ENV} (epoch seconds); the trainer plans its own end before it. --stall-minutes N treats a program that
+prints no new line and writes no new stats for N minutes as crashed: stopped and restarted.
 
 Your own project (--project DIR): the image `make build-train PROJECT=DIR` pushed of the folder's current version
 (its git commit, or a hash of its files while edits are uncommitted; then the kit's torch recipe when gantry
@@ -72,6 +84,7 @@ examples:
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
   gantry run -- -m toytrain.train --steps 200         # your own torchrun program (packages/toytrain)
   gantry run --project ../my-trainer --sync checkpoints -- python train.py --gpus all
+  gantry run --max-minutes 60 --env WANDB_MODE=offline --project ../my-trainer -- python train.py
   make run-gcp ARGS="--detach"
 """
 
@@ -108,13 +121,23 @@ def add_arguments(parser) -> None:
                         help="seconds between the copies of the --sync folders (default: %(default)s)")
     parser.add_argument("--stats", default="", metavar="FILE", help="your program's own stats (a JSON object or JSON "
                         "lines, relative to its working directory): `gantry status` shows their numbers")
+    parser.add_argument("--max-minutes", type=float, default=None, metavar="N", help="stop the run N minutes after "
+                        "this launch, on every node (SIGTERM, the grace to checkpoint), and never start its nodes "
+                        f"for it again (default: {runs.DEFAULT_RUN_MAX_MINUTES:g}; 0 = no limit)")
+    parser.add_argument("--stall-minutes", type=float, default=0.0, metavar="N", help="a node whose program prints "
+                        "no new line and writes no new stats for N minutes is stopped and restarted, as after a crash "
+                        "(default: 0 = never)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable "
+                        "the program gets on every node (repeatable)")
+    parser.add_argument("--shm-size", default="", metavar="SIZE", help="the container's /dev/shm, as docker run "
+                        "takes it (8g; Ray wants about 30%% of the node's memory); default: the agent's 4g")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
     parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint "
                         "(a run the bucket holds)")
     parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, help="rendezvous port on node 0 "
                         "(default: %(default)s)")
-    parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node (default: the trainer "
-                        "decides: one per GPU, else 1)")
+    parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node, up to "
+                        f"{MAX_NPROC_PER_NODE} (default: the trainer decides: one per GPU, else 1)")
     parser.add_argument("--replace", action="store_true", help="stop a run in progress (final checkpoint) "
                         "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
@@ -129,12 +152,14 @@ def run(args, env) -> ExitStatus:
     if program is not None and args.config is not None:
         raise GantryError(f"--config is a selfplay trainer flag; your {program.kind} takes its own flags",
                           f"Drop --config, or put your program's own flags after -- {' '.join(program.words[:2])}.")
+    check_config(args.config)
     sync, stats_file = check_outputs(args, program)
+    limits = check_launch(args)
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
     trainer_args = list(program.words) if program is not None else [a for a in args.trainer_args if a != "--"]
     # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
     if program is None:
-        trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, [*runs.budget(trainer_args), *trainer_args])
+        trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, trainer_args)
     elif program.torchrun and not args.image and args.project is None:  # the trainer image: the laptop holds its
         trainer_check.check_program(list(program.words))  # packages; an image of your own it cannot see
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
@@ -149,12 +174,14 @@ def run(args, env) -> ExitStatus:
                                                    ["--resume", f"--run.dir={run_url}", *trainer_args])
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}" + (f"; the trainer {resumes}" if resumes else ""))
-    limit = runs.budget(trainer_args) if program is None else []
-    if limit:
-        env.say(f"Time limit: the trainer stops with a checkpoint after {limit[0][2:]} minutes, the default of a "
-                f"gantry run (-- {RUN_MAX_MINUTES_FLAG}=N changes it; 0 = no limit).")
     if program is not None:
-        env.say(program.describe(run_url), time_limit(args))
+        env.say(program.describe(run_url))
+    env.say(time_limit(args, limits["max_minutes"]))
+    if args.stall_minutes:
+        env.say(f"Stall limit: a node whose program prints no new line and writes no new stats for "
+                f"{args.stall_minutes:g} min is stopped and restarted, as after a crash.")
+    for pair in limits["env"]:
+        env.say(f"Environment: {pair}")
     for folder in sync:
         env.say(f"Sync: each node copies {folder}/ every {args.sync_every} s and when the program ends or is stopped "
                 f"to {sync_url(run_url, 0, folder)} (node 0; node N's under node-N)")
@@ -166,7 +193,7 @@ def run(args, env) -> ExitStatus:
                               config=args.config or DEFAULT_CONFIG, master_port=args.master_port,
                               nproc_per_node=args.nproc_per_node, torchrun=bool(program and program.torchrun),
                               command=bool(program and program.command), sync=sync, sync_seconds=args.sync_every,
-                              stats_file=stats_file)
+                              stats_file=stats_file, **limits)
     for node, spec in zip(cluster.nodes, specs):
         api.write_spec(node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
@@ -189,7 +216,7 @@ def check_outputs(args, program) -> tuple[tuple[str, ...], str]:
     if args.sync_every <= 0:
         raise GantryError(f"--sync-every {args.sync_every} is not a number of seconds", "Give it a positive number "
                           f"(default {DEFAULT_SYNC_SECONDS}).")
-    sync = tuple(programs.relative_path(f, "sync folder", "--sync", args.project) for f in args.sync)
+    sync = programs.sync_folders(args.sync, args.project)
     stats = programs.relative_path(args.stats, "stats file", "--stats", args.project) if args.stats else ""
     return sync, stats
 
@@ -217,18 +244,63 @@ def check_resumable(cluster, run_id: str, env) -> None:
                       "The bucket holds no run yet: start one without --resume.")
 
 
-def time_limit(args) -> str:
-    """Your own program gets no trainer budget: what stops its nodes is max_run_hours, read as `make cost` reads it."""
+def time_limit(args, minutes: float) -> str:
+    """What ends this launch by itself: its limit, kept by the nodes' agents; without one, max_run_hours (read as
+    `make cost` reads it)."""
+    if minutes:
+        at = time.strftime("%H:%M UTC", time.gmtime(time.time() + 60 * minutes))
+        return (f"Time limit: {minutes:g} min; every node stops the run at {at} (SIGTERM, the grace to checkpoint) "
+                f"and records its end, and no verb starts its nodes again ({MAX_MINUTES_FLAG} N changes it; 0 = none).")
     try:
         hours = config.load(args.var_file, args.infra_dir).max_run_hours
     except GantryError:
-        return ("Time limit: your program gets no trainer budget; max_run_hours in infra/terraform.tfvars, as "
-                "applied, stops the nodes (0: never).")
+        return (f"Time limit: none ({MAX_MINUTES_FLAG} 0); max_run_hours in infra/terraform.tfvars, as applied, "
+                "stops the nodes (0: never).")
     if not hours:
-        return ("Time limit: none. Your program gets no trainer budget and max_run_hours = 0 (infra/terraform.tfvars): "
-                "the nodes bill until it ends and they idle off, or until `make stop`.")
-    return (f"Time limit: your program gets no trainer budget; the nodes stop after max_run_hours = {hours:g} h up "
-            "(infra/terraform.tfvars), whatever it is doing.")
+        return (f"Time limit: none ({MAX_MINUTES_FLAG} 0) and max_run_hours = 0 (infra/terraform.tfvars): the nodes "
+                "bill until the program ends and they idle off, or until `make stop`.")
+    return (f"Time limit: none ({MAX_MINUTES_FLAG} 0); the nodes stop after max_run_hours = {hours:g} h up "
+            "(infra/terraform.tfvars), whatever the program is doing.")
+
+
+SHM_SIZE = re.compile(r"[1-9][0-9]*[bkmg]?")  # docker run --shm-size: a number and a unit (b, k, m, g)
+
+
+def check_launch(args) -> dict:
+    """The launch's own settings, each refused in one line before anything is asked of Google: what launch_specs
+    takes as max_minutes, stall_minutes, env and shm_size."""
+    limit = runs.DEFAULT_RUN_MAX_MINUTES if args.max_minutes is None else args.max_minutes
+    for flag, value in ((MAX_MINUTES_FLAG, limit), ("--stall-minutes", args.stall_minutes)):
+        if not 0 <= value < 1e7:
+            raise GantryError(f"{flag} {value:g} is not a number of minutes", f"Give {flag} 0 (none) or more.")
+    if args.master_port not in MASTER_PORTS:
+        raise GantryError(f"--master-port {args.master_port} is not a port the program can listen on",
+                          f"Give a port from {MASTER_PORTS.start} to {MASTER_PORTS.stop - 1} (default "
+                          f"{DEFAULT_MASTER_PORT}).")
+    if not 0 <= args.nproc_per_node <= MAX_NPROC_PER_NODE:
+        raise GantryError(f"--nproc-per-node {args.nproc_per_node} is not a number of ranks per node",
+                          f"Give 1 to {MAX_NPROC_PER_NODE}, or leave it out (0: one per GPU, else 1).")
+    for pair in args.env:
+        try:
+            check_env_pair(pair)
+        except ValueError as error:
+            raise GantryError(f"--env {error}", "Write --env KEY=VALUE, e.g. --env WANDB_MODE=offline.") from None
+    if args.shm_size and not SHM_SIZE.fullmatch(args.shm_size.lower()):
+        raise GantryError(f"--shm-size {args.shm_size!r} is not a size docker takes",
+                          "Give a number with b, k, m or g, e.g. --shm-size 16g.")
+    return {"max_minutes": limit, "stall_minutes": args.stall_minutes, "env": tuple(args.env),
+            "shm_size": args.shm_size.lower()}
+
+
+def check_config(name: str | None) -> None:
+    """--config names a config the image carries: a file on this machine is not on the nodes."""
+    if name is None:
+        return
+    if "/" in name or name.endswith((".yaml", ".yml")) or Path(name).is_file():
+        raise GantryError(f"--config {name} is a file on this machine; the nodes have only the configs packaged in "
+                          "the image (a name such as connect4)",
+                          "Pass its settings as flags after -- (-- --search.simulations=100), or add it under "
+                          "packages/selfplay/configs/ and `make build-train`.")
 
 
 def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:

@@ -87,6 +87,8 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
         if report.step is not None or numbers:
             lines.append(f"node {s.node.rank}: " + " | ".join(
                 ([f"step {report.step}"] if report.step is not None else []) + numbers))
+        elif s.spec is not None and s.spec.stats_file and report.stats_problem:
+            lines.append(f"node {s.node.rank}: --stats {s.spec.stats_file} {report.stats_problem}")
         elif s.spec is not None and s.spec.stats_file and report.state is State.RUNNING:
             lines.append(f"node {s.node.rank}: no numbers in {s.spec.stats_file} yet")
     return lines
