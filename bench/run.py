@@ -49,7 +49,7 @@ from selfplay.inference import NetworkEvaluator, actor_dtype, runs_int8
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
-from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
+from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY, read_records
 
 from bench import per_dollar
 from bench.compare import pace_summary
@@ -261,7 +261,7 @@ def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
 
 def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict:
     """Pons error of each checkpoint of a run against the minutes it had trained; the last also at ``final_sims``."""
-    stats = [json.loads(ln) for ln in (run_dir / STATS_FILE).read_text().splitlines()]
+    stats = read_records(run_dir / STATS_FILE)
     t0 = stats[0]["time"] if stats else 0
     curve = []
     paths = checkpoint.list_checkpoints(run_dir)

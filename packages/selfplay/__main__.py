@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"selfplay: error: {e}", file=sys.stderr)
         return e.status
     except KeyboardInterrupt:
+        # Ctrl-C before a verb's own handler is in place (train's checkpoints at SIGINT): torch half imported may log
+        # its caches at exit through the INFO root logger set above, so only warnings go out from here on.
+        logging.getLogger().setLevel(logging.WARNING)
+        verb = getattr(args, "_verb_name", "")
+        print(f"selfplay: {verb} stopped by Ctrl-C" + (" during start-up, before its first checkpoint: nothing of "
+              "this session was written; run it again to start (or resume)" if verb in ("train", "launch") else ""),
+              file=sys.stderr, flush=True)
         return ExitStatus.INTERRUPTED
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from pathlib import Path
 from typing import Literal, get_origin
 
@@ -34,13 +35,19 @@ def _coerce(section: str, key: str, raw) -> object:
     if hint in (int, float):
         if isinstance(raw, bool):
             raise ConfigError(f"{where}={raw!r} must be a number")
-        try:
-            value = hint(raw) if not isinstance(raw, str) else hint(float(raw)) if hint is float else int(raw)
+        allowed = next((f.metadata["range"] for f in dataclasses.fields(SECTIONS[section])
+                        if f.name == key and "range" in f.metadata), None)
+        wanted = f"{'an integer' if hint is int else 'a number'}" + (f" in {allowed}" if allowed else "")
+        try:  # an integer may be written as one (10000) or in a float's notation that is whole (1e4, 10000.0)
+            value = int(raw) if hint is int and isinstance(raw, (int, str)) and str(raw).strip().lstrip("+-").isdigit() \
+                else float(raw)
         except (TypeError, ValueError, OverflowError):
-            raise ConfigError(f"{where}={raw!r} must be {'an integer' if hint is int else 'a number'}") from None
-        if hint is int and isinstance(raw, float) and raw != int(raw):
-            raise ConfigError(f"{where}={raw!r} must be an integer")
-        return value
+            raise ConfigError(f"{where}={raw!r} must be {wanted}") from None
+        if hint is float:
+            return value
+        if not math.isfinite(value) or value != int(value):
+            raise ConfigError(f"{where}={raw!r} must be {wanted}")
+        return int(value)
     return str(raw)
 
 
@@ -131,7 +138,10 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
         require(p.is_file(), f"config file {str(p)!r} not found: pass --config with an existing YAML file "
                             f"(see packages/selfplay/configs/)")
         try:
-            data = yaml.safe_load(p.read_text())
+            text = p.read_text()
+            twice = duplicated(yaml.compose(text, Loader=yaml.SafeLoader))
+            require(twice is None, f"config file {str(p)!r} {twice}")
+            data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
@@ -149,6 +159,28 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Config:
         section, key = dotted.split(".")
         require(key not in (merged.get(section) or {}), f"{dotted} is no longer a setting: use {replacement}")
     return from_dict(merged)
+
+
+def duplicated(root) -> str | None:
+    """What a YAML document (its composed node tree) names twice: a section, or a key within one, with both lines.
+    YAML keeps the second silently, which drops a whole section's first half; Terraform refuses the same mistake."""
+    def first_repeat(node):
+        seen: dict = {}
+        for key, _ in node.value:
+            if key.value in seen:
+                return key.value, seen[key.value], key.start_mark.line + 1
+            seen[key.value] = key.start_mark.line + 1
+        return None
+
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    if repeat := first_repeat(root):
+        return f"has section {repeat[0]} twice (lines {repeat[1]} and {repeat[2]}): merge them into one"
+    for section, values in root.value:
+        if isinstance(values, yaml.MappingNode) and (repeat := first_repeat(values)):
+            return (f"sets {section.value}.{repeat[0]} twice (lines {repeat[1]} and {repeat[2]}): keep the one you "
+                    "mean")
+    return None
 
 
 def with_legacy_shape(saved: dict) -> dict:

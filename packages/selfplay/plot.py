@@ -18,7 +18,7 @@ from pathlib import Path
 from launch_contract import STATS_FILE, eval_figures
 
 from .errors import SelfplayError
-from .stats import EVAL_MINUTE
+from .stats import EVAL_MINUTE, read_records
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
 # per Pons set (bench/REFERENCE.md says how it was measured; bench/run.py compares every 30-minute run with it)
@@ -38,7 +38,7 @@ def from_run(run_dir: Path) -> tuple[dict[str, list[tuple[float, float]]], list[
     path = Path(run_dir) / STATS_FILE
     if not path.is_file():
         raise PlotError(f"{path} not found: pass a run directory (make plot RUN_DIR=runs/NAME) or a bench result")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_records(path)
     start = min((r["time"] for r in records if "time" in r), default=0.0)
     pons: dict[str, list[tuple[float, float]]] = {}
     elo: list[tuple[float, float]] = []

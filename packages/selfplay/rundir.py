@@ -21,6 +21,8 @@ from launch_contract import STAGING_ENV, STATS_FILE
 from . import checkpoint
 from .errors import ConfigError
 
+LOCK_FILE = ".trainer.lock"  # in the run folder (the staging folder of a bucket's run): who trains into it now
+
 
 def is_remote(run_dir: str) -> bool:
     return "://" in run_dir
@@ -69,10 +71,33 @@ class RunDir:
         except OSError as e:
             raise ConfigError(f"{where} cannot be written ({e.strerror}): choose a folder you can write, "
                               f"e.g. --run.dir=runs/NAME") from None
+        self.lock(where)
         checkpoint.remove_partial(self.local)  # a crash or a full disk mid-write left it: it only takes room
         if self.url.startswith("gs://"):
             check_bucket(self.url)
         self.pull()
+
+    def lock(self, where: str) -> None:
+        """Hold the run folder for this process's life (an flock, which the kernel drops when the process ends, however
+        it ends): a second trainer on the same folder would interleave stats.jsonl and replace the first's
+        checkpoints. It is refused in one line naming the holder."""
+        import fcntl
+        import socket
+
+        held = open(self.local / LOCK_FILE, "a+")  # noqa: SIM115 (held open until the process ends)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            held.seek(0)
+            holder = held.read().strip() or "another process"
+            held.close()
+            raise ConfigError(f"{where} is in use: the trainer {holder} writes it; wait for it to end (Ctrl-C "
+                              "checkpoints it) or give this run another --run.dir") from None
+        held.seek(0)
+        held.truncate()
+        held.write(f"PID {os.getpid()} on {socket.gethostname()}\n")
+        held.flush()
+        self._lock = held
 
     def pull(self) -> None:
         """Bring the newest remote checkpoint (and the stats so far) into the staging folder."""

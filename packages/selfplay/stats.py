@@ -38,6 +38,10 @@ class RunLog:
         self._jsonl = None
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
+            dropped = heal(self.dir / STATS_FILE)
+            if dropped:
+                self.say(f"{self.dir / STATS_FILE}: its last line was cut off (a crash mid-write): dropped its "
+                         f"{dropped} bytes, so this run's records start on a line of their own")
             # Open for the run's life (closed by close()); line-buffered: a crash loses nothing.
             self._jsonl = open(self.dir / STATS_FILE, "a", buffering=1)  # noqa: SIM115
 
@@ -80,6 +84,42 @@ class RunLog:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def heal(path: Path) -> int:
+    """Cut a stats.jsonl back to its last whole line: a crash mid-write leaves half a record, onto which the next
+    run's first record would be appended. The bytes dropped (0: nothing to heal)."""
+    try:
+        with open(path, "rb+") as stats:
+            size = stats.seek(0, 2)
+            if not size:
+                return 0
+            stats.seek(max(0, size - 65536))
+            tail = stats.read()
+            if tail.endswith(b"\n"):
+                return 0
+            end = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+            stats.truncate(end)
+            return size - end
+    except FileNotFoundError:
+        return 0
+
+
+def read_records(path: Path, stream=None) -> list[dict]:
+    """The records of a stats.jsonl. A line that is not one (cut off by a crash mid-write) is named, file and line,
+    in one warning and skipped: one bad line costs a record, not the plot or the bench's grading."""
+    records = []
+    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), 1):
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:
+            record = False
+        if isinstance(record, dict):
+            records.append(record)
+        elif record is not None:
+            print(f"selfplay: warning: {path} line {number} is not a JSON record (cut off by a crash mid-write?): "
+                  "skipped", file=stream or sys.stderr, flush=True)
+    return records
 
 
 def human(n: float) -> str:

@@ -172,3 +172,28 @@ def test_a_node_session_plans_its_end_before_the_launchs_deadline_and_keeps_a_so
     sooner = load(resolve_config("tictactoe"), ["--run.max_minutes=30"])
     assert within_deadline(sooner, deadline, now=10000 - 3600) is sooner
 
+
+@pytest.mark.parametrize("text, said", [
+    ("search:\n  simulations: 64\n  c_puct: 1.5\n  simulations: 200\n",
+     "sets search.simulations twice (lines 2 and 4): keep the one you mean"),
+    ("search:\n  simulations: 64\nmodel:\n  channels: 32\nsearch:\n  c_puct: 1.5\n",
+     "has section search twice (lines 1 and 5): merge them into one"),
+])
+def test_a_config_that_names_a_key_or_section_twice_is_refused_naming_both_lines(tmp_path, capsys, text, said):
+    twice = tmp_path / "twice.yaml"  # YAML keeps the second silently: the first section's keys were dropped
+    twice.write_text(text)
+    assert main(["check", "--config", str(twice)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"selfplay: error: config file {str(twice)!r} {said}"]
+
+
+def test_an_integer_written_as_a_whole_float_is_taken_and_a_fraction_is_refused_naming_the_range(capsys):
+    assert main(["check", "--config", "connect4", "--search.simulations=1e4"]) == 0
+    assert load(resolve_config("connect4"), ["--search.simulations=1e4"]).search.simulations == 10_000
+    assert main(["check", "--config", "connect4", "--search.simulations=2.5e1"]) == 0
+    capsys.readouterr()
+    assert main(["check", "--config", "connect4", "--search.simulations=1.5"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "selfplay: error: search.simulations='1.5' must be an integer in 1..100000"]
+    assert main(["check", "--config", "connect4", "--search.simulations=1e6"]) == 2  # whole, out of range
+    assert capsys.readouterr().err.splitlines() == [
+        "selfplay: error: search.simulations=1000000 must be in 1..100000"]
