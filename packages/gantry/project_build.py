@@ -3,8 +3,11 @@ deployment's flavour (cpu: CPU torch; cuda: docker/torch.json's CUDA torch).
 
 Kinds, the first found wins:
   Dockerfile        yours, used as is; after the build a check that `python` and the flavour's torch are inside
-  pyproject.toml    [project].dependencies in their own layer, then the code and `pip install --no-deps .`
+  pyproject.toml    [project].dependencies in their own layer, then the code and `pip install --no-deps .` (one
+                    without a [project] table beside a requirements.txt is a tools' file: the next kind wins)
   requirements.txt  its requirements in their own layer, then the code
+Before anything is built, gantry.project_resolve asks pip whether every requirement has a wheel for the image's
+Python and platform, and refuses, naming each one that has not.
 gantry.project_dockerfile writes the two generated kinds' Dockerfile: docker/Dockerfile's own first steps, verbatim,
 up to its torch step, so the engine's cache reuses the torch layer the kit's image built; then the dependencies
 under a constraint that holds torch at the image's; then the project in launch_contract.PROJECT_ROOT, its WORKDIR,
@@ -13,13 +16,15 @@ agent runs the command given to `gantry run` as is.
 
 The context is a tar of our own: the kit's torch inputs at their docker/ paths (as in the kit's context), the
 generated Dockerfile and requirement files under gantry/, the project's files under project/. Nothing is ever
-written into the project. Every build's full output goes to ~/.cache/gantry/builds/NAME-FLAVOUR.log.
+written into the project. Every build's full output goes to a log of its own,
+~/.cache/gantry/builds/NAME-FLAVOUR-YYYYmmdd-HHMMSS.log (the newest KEPT_LOGS of a project and flavour are kept).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 import tempfile
 import time
@@ -27,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gantry import images, project_context, project_pins, projects
+from gantry import images, project_context, project_pins, project_resolve, projects
 from gantry.errors import GantryError
 from gantry.project_dockerfile import (
     GENERATED,
@@ -89,9 +94,34 @@ def build_context(context: project_context.Context, kind: str, pins: dict, wheel
 
 # ---- the engine ----------------------------------------------------------------------------------------------
 
-def log_path(project: Path, flavour: str) -> Path:
+KEPT_LOGS = 20  # build logs of one project and flavour: a failed build's log outlives the next builds
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colour and cursor codes (pip's rich output, BuildKit's)
+ERROR_LINE = re.compile(r"^(ERROR|error|Error|E:|fatal)\b|\b(Error|error):\s")
+
+
+def log_path(project: Path, flavour: str, at: float | None = None) -> Path:
+    """The log of a build that starts at ``at`` (now): one file a build, so the next build of the same project
+    cannot overwrite a failure's log."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "gantry" / "builds" / f"{projects.name(project)}-{flavour}.log"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if at is None else at))
+    return cache / "gantry" / "builds" / f"{projects.name(project)}-{flavour}-{stamp}.log"
+
+
+def prune_logs(log: Path, keep: int = KEPT_LOGS) -> None:
+    """Keep the newest ``keep`` logs of the project and flavour ``log`` belongs to."""
+    stem = log.name[:-len("-YYYYmmdd-HHMMSS.log")]
+    for old in sorted(log.parent.glob(f"{stem}-*.log"))[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def first_error(printed: list[str]) -> str | None:
+    """The first line of a failed step's output that says what went wrong (pip's `ERROR: ...`, a compiler's
+    `error: ...`), its escape codes gone; None when no line says so."""
+    for line in printed:
+        text = ANSI.sub("", line).strip()
+        if ERROR_LINE.search(text):
+            return text
+    return None
 
 
 def cached_steps(lines: list[str]) -> dict[str, bool]:
@@ -137,11 +167,13 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
         for chunk in stream:
             if "error" in chunk:
                 out.write(chunk["error"] + "\n")
-                error = (chunk["error"].strip().splitlines() or ["unknown error"])[-1]
-                # a RUN that failed: its own last line (pip's ERROR: ...) says more than the engine's exit code
-                printed = [line.strip() for line in lines[step_start:] if line.strip()
-                           and not line.startswith((" ---> ", "Removing intermediate container", "Step "))]
-                said = printed[-1] if printed and "returned a non-zero code" in error else error
+                error = ANSI.sub("", (chunk["error"].strip().splitlines() or ["unknown error"])[-1])
+                # a RUN that failed: its first error line (pip's ERROR: ...) says more than the engine's exit code
+                printed = [ANSI.sub("", line).strip() for line in lines[step_start:]]
+                printed = [line for line in printed if line and not line.startswith(
+                    ("---> ", "Removing intermediate container", "Step "))]
+                said = (first_error(printed) or (printed[-1] if printed else error)) \
+                    if "returned a non-zero code" in error else error
                 where = f"at {step}" if step else "before its first step"
                 raise images.ImageBuildError(f"building {tag} failed {where}: {said[:200]}",
                                              f"The full build log is {log}")
@@ -210,21 +242,31 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
                           "Build with --cpu or --gpu, or add a Dockerfile of your own that installs torch_xla")
     if found != "Dockerfile":
         project_pins.check(project, found, flavour, pins)
+        project_resolve.refuse_uninstallable(dependency_lines(project, found))
     context = project_context.select(project)
     for line in context.summary():
         progress(line)
     context.check_size(max_context_mb)
+    if found != "Dockerfile":  # last of the checks: it asks the package index
+        for lock in project_resolve.lock_files(project):
+            progress(f"gantry: {lock} is not read: the image installs {found}'s requirements (pin the versions you "
+                     f"want there)")
+        project_resolve.check(dependency_lines(project, found), pins, progress)
     tag = projects.local_ref(project, flavour)
     wheels = images.select_wheels(wheel_dir, flavour, pins) if found != "Dockerfile" else []
     certs = list(ca_certs) if found != "Dockerfile" else []
     args = dict(build_args or {})
     if found != "Dockerfile":
         args["FLAVOUR"] = flavour
+    log = log_path(project, flavour)
     progress(f"gantry: building {tag} from {found} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
-             f"certificate(s)); log: {log_path(project, flavour)}")
+             f"certificate(s)); log: {log}")
     with build_context(context, found, pins, wheels, certs) as archive:
-        built = run_build(archive, "Dockerfile" if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
-                          log_path(project, flavour), progress, network_mode, nocache)
+        try:
+            built = run_build(archive, "Dockerfile" if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
+                              log, progress, network_mode, nocache)
+        finally:
+            prune_logs(log)
     if found == "Dockerfile":
         progress(f"gantry: {tag} holds {check_torch(tag, flavour, pins)}, as the {flavour} deployment needs")
     elif built.torch_reused():

@@ -31,12 +31,23 @@ DEPS = "/tmp/deps"
 IMAGE_USER = "1000:1000"  # the kit image's `trainer`
 
 
+def has_project_table(project: Path) -> bool:
+    import tomllib
+
+    try:
+        return "project" in tomllib.loads((project / "pyproject.toml").read_text())
+    except (tomllib.TOMLDecodeError, OSError):
+        return True  # read again, and refused in one line, where its dependencies are read
+
+
 def kind(project: Path) -> str:
     """Which of KINDS the project has (the first found), or a one-line refusal naming the three."""
     if not project.is_dir():
         raise project_context.no_such_folder(project)
     for name in KINDS:
         if (project / name).is_file():
+            if name == "pyproject.toml" and (project / "requirements.txt").is_file() and not has_project_table(project):
+                continue  # a pyproject.toml for tools (ruff, Poetry): the requirements are in requirements.txt
             return name
     raise GantryError(f"{project} has no Dockerfile, pyproject.toml or requirements.txt, so nothing says what the "
                       f"image needs", "Add a requirements.txt listing the packages your code imports (or a "

@@ -80,6 +80,13 @@ def pyproject_lines(project: Path) -> list[Line]:
         table = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise GantryError(f"{path} is not valid TOML ({e})", "Fix the file, then build again") from None
+    if "project" not in table:
+        poetry = "tool" in table and "poetry" in table["tool"]
+        raise GantryError(f"{path} has no [project] table, so its dependencies are not where pip reads them"
+                          + (" (Poetry keeps them in [tool.poetry.dependencies])" if poetry else ""),
+                          "Add a requirements.txt beside it (gantry then builds from that"
+                          + ("; `poetry export -f requirements.txt -o requirements.txt --without-hashes` writes one"
+                             if poetry else "") + ") or a [project] table with its dependencies; nothing was built")
     dependencies = table.get("project", {}).get("dependencies", [])
     text_lines = path.read_text().splitlines()
     found = []

@@ -7,7 +7,9 @@ build. The edited image is removed after."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -74,9 +76,21 @@ def test_a_projects_own_dockerfile_failing_or_without_torch_is_one_line(docker_c
     with pytest.raises(images.ImageBuildError) as failed:
         build(project, local_base, lines)
     line = failed.value.line()
-    log = project_build.log_path(project, "cpu")
-    assert "failed at step 2/2 (RUN echo about to fail && false)" in line and f"The full build log is {log}" in line
+    log = Path(re.search(r"The full build log is (\S+)$", line).group(1))
+    assert log.parent == project_build.log_path(project, "cpu").parent
+    assert "failed at step 2/2 (RUN echo about to fail && false): about to fail" in line
     assert "about to fail" in log.read_text()
+
+    # pip's way of failing: its ERROR line in colour, more lines after it, a colour reset last (once the whole line)
+    pip_like = (r"printf 'Collecting grpcio==1.46.3\n\033[31mERROR: No matching distribution found for grpcio\033[0m\n"
+                r"hint: see above\n\033[0m\n' && false")
+    (project / "Dockerfile").write_text(f"FROM {local_base}\nRUN {pip_like}\n")
+    time.sleep(1.1)  # a log a second: a build of its own
+    with pytest.raises(images.ImageBuildError) as failed:
+        build(project, local_base, lines)
+    assert ": ERROR: No matching distribution found for grpcio. The full build log is" in failed.value.line()
+    assert "\x1b" not in failed.value.line()
+    assert log.is_file() and "about to fail" in log.read_text()  # the first failure's log is still there
 
     # no torch, maybe not even `python`; the label makes an image of its own, so removing it leaves the base alone
     (project / "Dockerfile").write_text(f"FROM {local_base}\nLABEL gantry.test=no-torch\n")

@@ -82,9 +82,11 @@ def test_a_context_over_the_limit_is_refused_naming_its_largest_folders(tmp_path
     (("Dockerfile", "pyproject.toml", "requirements.txt"), "Dockerfile"),
     (("pyproject.toml", "requirements.txt"), "pyproject.toml"),
     (("requirements.txt",), "requirements.txt"),
+    (("tools-pyproject.toml", "requirements.txt"), "requirements.txt"),  # [tool.ruff] only: not the project's
 ])
 def test_the_kind_is_the_first_of_dockerfile_pyproject_requirements(tmp_path, present, expected):
-    write(tmp_path, {name: "" for name in present})
+    write(tmp_path, {name.removeprefix("tools-"): "[tool.ruff]\n" if name.startswith("tools-") else
+                     "[project]\nname = 'x'\n" if name == "pyproject.toml" else "" for name in present})
     assert project_dockerfile.kind(tmp_path) == expected
 
 
@@ -216,6 +218,15 @@ def gantry_build(tmp_path: Path, *args: str):
      "gantry: error: requirements.txt:2: torch==2.1.0 asks for torch 2.1.0, the cpu image's is"),
     ({"requirements.txt": "six\n", "data/x.bin": b"\0" * 5000}, ("--max-context-mb", "0.001"),
      "gantry: error: the build context of {project} is 5.0 kB, over the 0.001 MB limit (largest: data/ 5.0 kB"),
+    ({"requirements.txt": "six\n-e .\n"}, (),
+     ("gantry: error: requirements.txt:2: -e . installs a folder in editable mode, and the image's dependency layer "
+     "holds only the requirement files. Drop the line")),
+    ({"requirements.txt": "six\n./libs/mylib\n"}, (), ("gantry: error: requirements.txt:2: ./libs/mylib is a local "
+                                                      "path, which the image's dependency layer does not hold")),
+    ({"pyproject.toml": "[tool.poetry]\nname = 'x'\n[tool.poetry.dependencies]\nnumpy = '^1.24'\n"}, (),
+     ("gantry: error: {project}/pyproject.toml has no [project] table, so its dependencies are not where pip reads "
+     "them (Poetry keeps them in [tool.poetry.dependencies]). Add a requirements.txt beside it (gantry then builds "
+     "from that; `poetry export -f requirements.txt -o requirements.txt --without-hashes` writes one)")),
 ])
 def test_bad_projects_are_one_line_and_nothing_is_built(tmp_path, files, extra, expected):
     project = tmp_path / "my-trainer"
@@ -227,6 +238,57 @@ def test_bad_projects_are_one_line_and_nothing_is_built(tmp_path, files, extra, 
     assert len(lines) == 1 and lines[0].startswith(expected.format(project=project.resolve() if files is not None
                                                                    and "context" in expected else project)), lines
     assert "Docker engine" not in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_requirements_without_a_wheel_for_the_images_python_are_all_named_in_seconds_and_nothing_is_built(tmp_path):
+    """The real index answers (PyPI, or the index pip is configured for): grpcio 1.46.3 and h5py 3.7.0 predate
+    Python 3.11 and have no cp311 wheel; pip would build them from source for minutes and fail in the image."""
+    import time
+
+    project = write(tmp_path / "old-project", {"requirements.txt": "six\ngrpcio==1.46.3\nh5py==3.7.0  # 2022\n",
+                                               "poetry.lock": ""})
+    began = time.monotonic()
+    result = gantry_build(tmp_path, "--project", str(project))
+    if "could not reach the package index" in result.stdout:
+        pytest.skip("the package index does not answer from here: " + result.stdout.strip().splitlines()[-1])
+    assert time.monotonic() - began < 30, "a refusal in seconds, not a build's minutes"
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("gantry: error: 2 of 3 requirement(s) cannot be installed in the image as wheels: "
+                           "requirements.txt:2: grpcio==1.46.3 has no wheel for Python 3.11 on linux x86_64 (newest "
+                           "that has: "), line
+    assert "; requirements.txt:3: h5py==3.7.0 has no wheel for Python 3.11 on linux x86_64 (newest that has: " in line
+    assert line.endswith("Pin versions with wheels for Python 3.11 on linux x86_64 (`pip index versions NAME` lists "
+                         "them), or build from a Dockerfile of your own whose base has the Python they need; nothing "
+                         "was built"), line
+    assert "gantry: poetry.lock is not read: the image installs requirements.txt's requirements" in result.stdout
+    assert "Docker engine" not in result.stderr and "Step 1/" not in result.stdout
+
+
+def test_requirements_that_resolved_are_not_asked_again_and_a_change_is(tmp_path, monkeypatch):
+    """One pip call for a set that resolves, none for the same set again: a code-only rebuild stays in seconds."""
+    import subprocess
+
+    from gantry import project_resolve
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls, said = [], []
+
+    def pip(*args, **kwargs):
+        calls.append(args[0])
+        return subprocess.run(*args, **kwargs)
+
+    lines = project_pins.requirement_lines(write(tmp_path / "p", {"requirements.txt": "six\n"}))
+    project_resolve.check(lines, PINS, said.append, run=pip)
+    if said and "could not reach the package index" in said[-1]:
+        pytest.skip("the package index does not answer from here: " + said[-1])
+    assert len(calls) == 1 and said == ["gantry: all 1 requirement(s) resolve to wheels for Python 3.11 on linux x86_64"]
+    project_resolve.check(lines, PINS, said.append, run=pip)
+    assert len(calls) == 1  # remembered
+    changed = project_pins.requirement_lines(write(tmp_path / "p", {"requirements.txt": "six==1.16.0\n"}))
+    project_resolve.check(changed, PINS, said.append, run=pip)
+    assert len(calls) == 2
 
 
 def test_build_help_says_how_to_build_a_project(tmp_path):
@@ -241,7 +303,7 @@ def test_make_build_train_passes_the_project(tmp_path):
 
     dry = subprocess.run(["make", "-n", "build-train", "PROJECT=../my-trainer", "VENV=" + str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
-    assert "-m gantry build" in dry.stdout and "--project ../my-trainer" in dry.stdout, dry.stdout + dry.stderr
+    assert "-m gantry build" in dry.stdout and "--project '../my-trainer'" in dry.stdout, dry.stdout + dry.stderr
 
 
 def test_devcontainer_writes_the_project_image_and_keeps_an_existing_file(tmp_path):
