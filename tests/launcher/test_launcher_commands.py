@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from gantry import programs, projects, runs
 from gantry.status import ExitStatus
+from gantry_agent.containers import docker_run_args
 from gantry_agent.outputs import stats_figures
 from gantry_agent.settings import Settings
 from launch_contract import (
@@ -117,6 +118,26 @@ def test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nod
     assert f"to {sync_url(run_dir, 0, 'logs/tb')} " in out and "reads out/stats.json" in out
     assert limit in out and "--run.max_minutes" not in out
     assert {spec.max_minutes for spec in specs(world)} == {0 if minutes else 240}
+
+
+def test_a_run_carries_its_limit_environment_and_shared_memory_to_every_node(cli, world, registry, project):
+    registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
+    result = cli("run", "--detach", "--run-id", "e1", "--max-minutes", "60", "--env", "WANDB_MODE=offline", "--env",
+                 "MSG=a b", "--shm-size", "8G", "--stall-minutes", "20", "--project", str(project), "--", *COMMAND,
+                 environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    for spec in specs(world):
+        assert (spec.max_minutes, spec.stall_minutes, spec.env, spec.shm_size) == \
+            (60, 20, ("WANDB_MODE=offline", "MSG=a b"), "8g")
+        assert spec.deadline == float(spec.launched_at) + 3600
+    out = result.stdout
+    assert "Time limit: 60 min; every node stops the run at " in out and "Environment: MSG=a b" in out
+    assert "Stall limit: a node whose program prints no new line and writes no new stats for 20 min is stopped" in out
+    args = docker_run_args(specs(world)[1], "/var/lib/gantry/runs/e1", Settings({}))  # what node 1's agent runs
+    env = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1:] if "=" in a and args[args.index(a) - 1] == "-e"}
+    assert env["WANDB_MODE"] == "offline" and env["MSG"] == "a b" and env["GANTRY_DEADLINE"] == \
+        f"{specs(world)[1].deadline:.0f}"
+    assert args[args.index("--shm-size") + 1] == "8g"
 
 
 def test_run_project_launches_the_image_of_the_projects_version_pinned_by_digest(cli, world, registry, project):
