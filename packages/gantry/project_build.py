@@ -1,8 +1,9 @@
 """`gantry build --project DIR`: an image of your own project folder, one that knows nothing of Gantry, in the
 deployment's flavour (cpu: CPU torch; cuda: docker/torch.json's CUDA torch).
 
-Kinds, the first found wins:
-  Dockerfile        yours, used as is; after the build a check that `python` and the flavour's torch are inside
+Kinds, the first found wins (--dockerfile PATH names one of the project's own anywhere in it):
+  Dockerfile        yours, used as is; a pytorch/pytorch base of the wrong build refused before, and after the build
+                    a check that `python` and the flavour's torch are inside
   pyproject.toml    [project].dependencies in their own layer, then the code and `pip install --no-deps .` (one
                     without a [project] table beside a requirements.txt is a tools' file: the next kind wins)
   requirements.txt  its requirements in their own layer, then the code
@@ -60,15 +61,16 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
 
 
 def build_context(context: project_context.Context, kind: str, pins: dict, wheels: Iterable[Path] = (),
-                  ca_certs: Iterable[Path] = (), root: Path = images.REPO_ROOT):
-    """The tar the engine gets (see the module's docstring); for a Dockerfile of the project's own, its files."""
+                  ca_certs: Iterable[Path] = (), root: Path = images.REPO_ROOT, own_dockerfile: str = "Dockerfile"):
+    """The tar the engine gets (see the module's docstring); for a Dockerfile of the project's own, its files and
+    that Dockerfile (at its path in the project), whatever the ignore files say of it."""
     from docker.utils.build import create_archive
 
     project = context.project
     archive = tempfile.NamedTemporaryFile(prefix="gantry-project-", suffix=".tar")  # noqa: SIM115 (returned)
     if kind == "Dockerfile":
         names = [str(p.relative_to(project)) for p in context.files]
-        create_archive(str(project), files=sorted(set(names) | {"Dockerfile"}), fileobj=archive)
+        create_archive(str(project), files=sorted(set(names) | {own_dockerfile}), fileobj=archive)
         archive.seek(0)
         return archive
     kit = [p for p in images.context_paths(root, images.DOCKERFILES["cpu"])
@@ -229,13 +231,55 @@ def check_torch(tag: str, flavour: str, pins: dict) -> str:
     return f"torch {version}" + (f" (CUDA {cuda})" if cuda else " (CPU)")
 
 
+def own_dockerfile(project: Path, path: Path | None) -> str | None:
+    """--dockerfile PATH as the engine takes it (a path inside the project, relative to it); None without one."""
+    if path is None:
+        return None
+    target = (project / path).resolve() if not path.is_absolute() else path.resolve()
+    if not target.is_relative_to(project.resolve()) or not target.is_file():
+        raise GantryError(f"--dockerfile {path} is not a file in the project {project}",
+                          "Name the Dockerfile by its path inside the project, e.g. --dockerfile docker/Dockerfile.gpu")
+    return target.relative_to(project.resolve()).as_posix()
+
+
+PYTORCH_TAG = re.compile(r"^(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)")  # pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime
+
+
+def check_own_dockerfile(text: str, name: str, flavour: str, pins: dict, args: dict) -> list[str]:
+    """What a project's own Dockerfile says before it is built: a base image whose torch the check after the build
+    would refuse (pytorch/pytorch's tags name torch and its CUDA) is refused now; the lines to say (BASE_IMAGE given
+    to a Dockerfile that declares no ARG BASE_IMAGE, and so ignores it)."""
+    froms = [line.split()[1] for line in text.splitlines() if line.strip().upper().startswith("FROM ")
+             and len(line.split()) > 1]
+    base = froms[-1] if froms else "(none)"
+    image, _, tag = base.rpartition(":") if ":" in base.rsplit("/", 1)[-1] else (base, "", "")
+    said = []
+    if "BASE_IMAGE" in args and not re.search(r"^\s*ARG\s+BASE_IMAGE\b", text, re.MULTILINE | re.IGNORECASE):
+        said.append(f"gantry: BASE_IMAGE={args['BASE_IMAGE']} is not used: {name} declares no ARG BASE_IMAGE, so its "
+                    f"own FROM {base} is the base")
+    built = PYTORCH_TAG.match(tag) if image.endswith("pytorch/pytorch") else None
+    if built:
+        torch, cuda = built.groups()
+        wrong = f"a CUDA {cuda} build, and the {flavour} nodes need the CPU torch" if flavour != "cuda" else \
+            f"built for CUDA {cuda}, and the nodes need CUDA {pins['cuda']} (docker/torch.json)" \
+            if cuda != pins["cuda"] else ""
+        if wrong:
+            raise GantryError(f"{name} builds FROM {base}: torch {torch} {wrong}",
+                              f"Install torch=={pins['torch']} on a base of your choice in {name}, or drop the "
+                              "Dockerfile and list your packages in requirements.txt (gantry adds the flavour's "
+                              "torch); nothing was built")
+    return said
+
+
 def build(project: Path, flavour: str, progress: Callable[[str], None] = print, *,
           max_context_mb: float = project_context.DEFAULT_MAX_CONTEXT_MB, build_args: dict | None = None,
           wheel_dir: Path | None = None, ca_certs: Iterable[Path] = (), network_mode: str | None = "host",
-          nocache: bool = False) -> Built:
+          nocache: bool = False, dockerfile: Path | None = None) -> Built:
     """Check, then build ``project`` as projects.local_ref(project, flavour); the checks refuse before anything is
-    sent (see the module's docstring)."""
-    found = kind(project)
+    sent (see the module's docstring). ``dockerfile``: a Dockerfile of the project's own at that path in it."""
+    own = own_dockerfile(project, dockerfile)
+    found = "Dockerfile" if own else kind(project)
+    own = own or "Dockerfile"
     pins = images.torch_pins()
     if flavour == "tpu" and found != "Dockerfile":
         raise GantryError(f"{project} has a {found}, and gantry builds such a project for cpu and cuda only",
@@ -258,12 +302,15 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     args = dict(build_args or {})
     if found != "Dockerfile":
         args["FLAVOUR"] = flavour
+    else:
+        for line in check_own_dockerfile((project / own).read_text(errors="replace"), own, flavour, pins, args):
+            progress(line)
     log = log_path(project, flavour)
     progress(f"gantry: building {tag} from {found} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
              f"certificate(s)); log: {log}")
-    with build_context(context, found, pins, wheels, certs) as archive:
+    with build_context(context, found, pins, wheels, certs, own_dockerfile=own) as archive:
         try:
-            built = run_build(archive, "Dockerfile" if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
+            built = run_build(archive, own if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
                               log, progress, network_mode, nocache)
         finally:
             prune_logs(log)

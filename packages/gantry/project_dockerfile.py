@@ -40,6 +40,12 @@ def has_project_table(project: Path) -> bool:
         return True  # read again, and refused in one line, where its dependencies are read
 
 
+def has_kind(project: Path) -> bool:
+    """Whether the folder holds one of KINDS at its root (kind() would find one); a missing folder is kind()'s to
+    refuse."""
+    return not project.is_dir() or any((project / name).is_file() for name in KINDS)
+
+
 def kind(project: Path) -> str:
     """Which of KINDS the project has (the first found), or a one-line refusal naming the three."""
     if not project.is_dir():

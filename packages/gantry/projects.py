@@ -63,8 +63,11 @@ def version(project: Path) -> str:
 
 
 def local_ref(project: Path, flavour: str) -> str:
-    """NAME:FLAVOUR-VERSION, then -KIT where the kit writes the project's Dockerfile."""
-    recipe = project_dockerfile.kit_recipe(project_dockerfile.kind(project))
+    """NAME:FLAVOUR-VERSION, then -KIT where the kit writes the project's Dockerfile. A project whose only Dockerfile
+    is elsewhere (`gantry build --dockerfile PATH`) has none of the root kinds: no -KIT, and `gantry run`, which is
+    not told the path, names the same tag."""
+    found = project_dockerfile.kind(project) if project_dockerfile.has_kind(project) else "Dockerfile"
+    recipe = project_dockerfile.kit_recipe(found)
     return f"{name(project)}:{flavour}-{version(project)}" + (f"-{recipe}" if recipe else "")
 
 

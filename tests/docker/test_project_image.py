@@ -24,9 +24,10 @@ SCRIPT = "scripts/train_multi_gpu.py"
 VERSIONS = "import chess, torch; print(chess.__version__, torch.__version__, torch.version.cuda)"
 
 
-def build(project: Path, base: str, lines: list[str]) -> project_build.Built:
+def build(project: Path, base: str, lines: list[str], dockerfile: Path | None = None) -> project_build.Built:
     return project_build.build(project, "cpu", lines.append, build_args={"BASE_IMAGE": base},
-                               wheel_dir=images.default_wheel_dir(), ca_certs=images.default_ca_certs())
+                               wheel_dir=images.default_wheel_dir(), ca_certs=images.default_ca_certs(),
+                               dockerfile=dockerfile)
 
 
 def run_in(tag: str, *command: str) -> str:
@@ -92,13 +93,20 @@ def test_a_projects_own_dockerfile_failing_or_without_torch_is_one_line(docker_c
     assert "\x1b" not in failed.value.line()
     assert log.is_file() and "about to fail" in log.read_text()  # the first failure's log is still there
 
-    # no torch, maybe not even `python`; the label makes an image of its own, so removing it leaves the base alone
-    (project / "Dockerfile").write_text(f"FROM {local_base}\nLABEL gantry.test=no-torch\n")
+    # no torch, maybe not even `python`; the label makes an image of its own, so removing it leaves the base alone;
+    # the Dockerfile at a path of its own (--dockerfile), which takes no BASE_IMAGE and says so before the build
+    (project / "Dockerfile").unlink()
+    (project / "docker").mkdir()
+    (project / "docker" / "Dockerfile.cpu").write_text(f"FROM {local_base}\nLABEL gantry.test=no-torch\n")
     built_tag = None
     try:
+        lines.clear()
         with pytest.raises(GantryError) as refused:
-            build(project, local_base, lines)
+            build(project, local_base, lines, dockerfile=Path("docker/Dockerfile.cpu"))
         built_tag = refused.value.line().split()[0]
+        assert (f"gantry: BASE_IMAGE={local_base} is not used: docker/Dockerfile.cpu declares no ARG BASE_IMAGE, so "
+                f"its own FROM {local_base} is the base") in lines
+        assert any(line.startswith("Step 2/2 : LABEL gantry.test=no-torch") for line in lines)
         assert ("has no torch its python can import" in refused.value.line()
                 or "has no `python` to run" in refused.value.line()), refused.value.line()
     finally:

@@ -227,6 +227,16 @@ def gantry_build(tmp_path: Path, *args: str):
      ("gantry: error: {project}/pyproject.toml has no [project] table, so its dependencies are not where pip reads "
      "them (Poetry keeps them in [tool.poetry.dependencies]). Add a requirements.txt beside it (gantry then builds "
      "from that; `poetry export -f requirements.txt -o requirements.txt --without-hashes` writes one)")),
+    ({"requirements.txt": "six\n"}, ("--dockerfile", "docker/Dockerfile.gpu"),
+     "gantry: error: --dockerfile docker/Dockerfile.gpu is not a file in the project {project}. Name the Dockerfile"),
+    ({"requirements.txt": "six\n", "../Dockerfile.elsewhere": "FROM python:3.11-slim\n"},
+     ("--dockerfile", "../Dockerfile.elsewhere"), ("gantry: error: --dockerfile ../Dockerfile.elsewhere is not a file "
+                                                  "in the project {project}.")),
+    ({"docker/Dockerfile.pytorch": "FROM pytorch/pytorch:1.11.0-cuda11.3-cudnn8-runtime\nCOPY . /workspace\n"},
+     ("--dockerfile", "docker/Dockerfile.pytorch"),
+     ("gantry: error: docker/Dockerfile.pytorch builds FROM pytorch/pytorch:1.11.0-cuda11.3-cudnn8-runtime: torch 1.11.0 "
+     "a CUDA 11.3 build, and the cpu nodes need the CPU torch. Install torch==2.13.0 on a base of your choice in "
+     "docker/Dockerfile.pytorch, or drop the Dockerfile")),
 ])
 def test_bad_projects_are_one_line_and_nothing_is_built(tmp_path, files, extra, expected):
     project = tmp_path / "my-trainer"
@@ -277,7 +287,7 @@ def test_requirements_that_resolved_are_not_asked_again_and_a_change_is(tmp_path
 
     def pip(*args, **kwargs):
         calls.append(args[0])
-        return subprocess.run(*args, **kwargs)
+        return subprocess.run(*args, **kwargs)  # noqa: PLW1510 (check=False is in kwargs, as gantry passes it)
 
     lines = project_pins.requirement_lines(write(tmp_path / "p", {"requirements.txt": "six\n"}))
     project_resolve.check(lines, PINS, said.append, run=pip)
@@ -289,6 +299,14 @@ def test_requirements_that_resolved_are_not_asked_again_and_a_change_is(tmp_path
     changed = project_pins.requirement_lines(write(tmp_path / "p", {"requirements.txt": "six==1.16.0\n"}))
     project_resolve.check(changed, PINS, said.append, run=pip)
     assert len(calls) == 2
+
+
+def test_a_dockerfile_without_a_project_is_refused(tmp_path):
+    result = gantry_build(tmp_path, "--dockerfile", "docker/Dockerfile.gpu")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        ("gantry: error: --dockerfile docker/Dockerfile.gpu names your project's Dockerfile, and no --project is given. "
+        "Add --project DIR (make build-train PROJECT=DIR ARGS=\"--dockerfile PATH\"); the kit's image is built from "
+        "docker/Dockerfile")], result.stderr
 
 
 def test_build_help_says_how_to_build_a_project(tmp_path):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gantry import images, project_build, project_context
 from gantry.cli import push
+from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "build"
@@ -30,6 +31,7 @@ examples:
   gantry build                                       # use_tpu / use_gpu from infra/terraform.tfvars
   gantry build --project ../my-trainer               # your own project (make build-train PROJECT=../my-trainer)
   gantry build --project ../my-trainer --no-push --max-context-mb 2000
+  gantry build --project ../my-trainer --dockerfile docker/Dockerfile.pytorch
   gantry build --no-push                             # build here only
   gantry build --base-image gantry-base:bookworm     # no registry to pull the base from (make docker-base)
   make build-train ARGS="--ca-cert ~/corp-root.crt"
@@ -52,6 +54,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     parser.add_argument("--project", type=Path, default=None, metavar="DIR",
                         help="build your own project folder (Dockerfile, pyproject.toml or requirements.txt)")
+    parser.add_argument("--dockerfile", type=Path, default=None, metavar="PATH",
+                        help="with --project: the project's own Dockerfile at PATH inside it (default: DIR/Dockerfile "
+                        "if there is one); its FROM is the base, BASE_IMAGE only where it declares ARG BASE_IMAGE")
     parser.add_argument("--max-context-mb", type=float, default=project_context.DEFAULT_MAX_CONTEXT_MB,
                         help="refuse a --project build context bigger than this (default: %(default)s)")
 
@@ -75,6 +80,10 @@ def run(args, env) -> ExitStatus:
     certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert
     if args.project is not None:
         return build_project(args, env, flavour, wheel_dir, certs)
+    if args.dockerfile is not None:
+        raise GantryError(f"--dockerfile {args.dockerfile} names your project's Dockerfile, and no --project is given",
+                          "Add --project DIR (make build-train PROJECT=DIR ARGS=\"--dockerfile PATH\"); the kit's "
+                          "image is built from docker/Dockerfile")
     image_id = images.build_image(flavour, tag, build_args(args.build_arg, args.base_image), env.say,
                                   wheel_dir=wheel_dir, ca_certs=certs,
                                   network_mode=None if args.network == "default" else args.network,
@@ -90,7 +99,7 @@ def build_project(args, env, flavour: str, wheel_dir: Path | None, certs: list[P
     built = project_build.build(args.project, flavour, env.say, max_context_mb=args.max_context_mb,
                                 build_args=build_args(args.build_arg, args.base_image), wheel_dir=wheel_dir,
                                 ca_certs=certs, network_mode=None if args.network == "default" else args.network,
-                                nocache=args.no_cache)
+                                nocache=args.no_cache, dockerfile=args.dockerfile)
     env.say(f"gantry: built {built.tag} in {built.seconds:.0f} s ({built.image_id[:19]}, "
             f"{images.image_size_mb(built.tag):.0f} MB, {images.PLATFORM})")
     if args.no_push:
