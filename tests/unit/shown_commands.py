@@ -217,10 +217,6 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^gantry build --ca-cert", Proven("tests/docker/test_images.py::test_missing_certificate_is_named")),
     (r"^(\.venv/bin/)?gantry (preflight|destroy -y)$", Proven("tests/launcher/test_launcher_cli.py::"
                                                                "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
-    (r"^gantry build --project \S+ --dockerfile ", Proven("tests/docker/test_project_image.py::"
-                                                         "test_a_projects_own_dockerfile_failing_or_without_torch_is_one_line")),
-    (r"^gantry run --max-minutes \d+ --env ", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
-                                                   "test_a_run_carries_its_limit_environment_and_shared_memory_to_every_node")),
     (r"^gantry (run|status|stop|fetch|logs|build|push)\b", TWIN),
     # Google's own CLI (no stand-in runs gcloud): the test of what the command sets up or reads, as gantry meets it
     (r"^gcloud (auth|config set project)", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"

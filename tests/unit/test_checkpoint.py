@@ -100,10 +100,10 @@ def test_a_full_disk_keeps_earlier_checkpoints_and_removes_the_partial_file(smal
 
 
 def test_partial_files_of_a_crash_are_removed_at_start(tmp_path):
-    from selfplay.rundir import RunDir
+    from selfplay.rundir import LOCK_FILE, RunDir
 
     (tmp_path / ".ckpt-000000040.pt.tmp-1234").write_bytes(b"half")
     (tmp_path / "ckpt-000000030.pt").write_bytes(b"kept")
     RunDir(str(tmp_path)).prepare()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000030.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE, "ckpt-000000030.pt"]  # and who holds the folder
     assert checkpoint.remove_partial(tmp_path) == []
