@@ -19,7 +19,7 @@ TRAIN_CONFIG ?= connect4
 TRAIN_RUN_DIR ?= runs/docker-$(TRAIN_CONFIG)
 BUILD_FLAGS  ?=
 
-.PHONY: build-train train-docker docker-base devcontainer test-cuda-image
+.PHONY: build-train train-docker run-local docker-base devcontainer test-cuda-image
 
 build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
@@ -31,6 +31,10 @@ train-docker: ## train in the local CPU image (make build-train GPU=0 ARGS=--no-
 	@mkdir -p runs
 	docker run --rm $$([ -t 0 ] && echo -it) --init --network host --shm-size=1g --user "$$(id -u):$$(id -g)" \
 		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config '$(TRAIN_CONFIG)' '--run.dir=$(TRAIN_RUN_DIR)' $(ARGS)
+
+run-local: $(VENV)/.installed-dev ## run PROJECT's built image here as one node runs it, as you (ARGS="--sync DIR -- COMMAND"); nothing bills
+	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make run-local PROJECT=<your project's folder> ARGS=\"-- COMMAND\"." >&2; exit 2; }
+	$(PY) -m gantry run-local --project '$(PROJECT)' $(ARGS)
 
 devcontainer: $(VENV)/.installed-dev ## write PROJECT's .devcontainer/devcontainer.json on the image its cloud run uses (builds it here if missing)
 	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make devcontainer PROJECT=<your project's folder>." >&2; exit 2; }

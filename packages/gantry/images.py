@@ -163,6 +163,17 @@ def engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+def image_exists(tag: str) -> bool:
+    """Whether the local engine holds ``tag``."""
+    import docker
+
+    try:
+        docker_client().images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
 def docker_client():
     """docker.from_env(), or a one-line error saying that no engine answers and how to start one."""
     try:

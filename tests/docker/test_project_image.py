@@ -7,8 +7,11 @@ build. The edited image is removed after."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,6 +62,18 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         code = [cached for step, cached in second.steps.items() if step.startswith("COPY --chown=1000:1000 project/")]
         assert dependencies == [True] and code == [False], second.steps
         assert "(edited)" in run_in(second.tag, "head", "-1", SCRIPT)
+
+        # make run-local: the same image here, as one node runs it, writing as this machine's user (not the image's
+        # uid 1000), its --sync folder where make fetch puts a cloud run's
+        here = subprocess.run([sys.executable, "-m", "gantry", "run-local", "--project", str(project), "--run-id",
+                               "local-1", "--sync", "checkpoints", "--env", "HELLO=world", "--", "python", SCRIPT,
+                               "--iterations", "1", "--games-per-iter", "1", "--max-plies", "20", "--workers", "1"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+        assert here.returncode == 0, here.stdout + here.stderr
+        assert f"Running {second.tag} here as node 0 of 1, as uid {os.getuid()}; nothing bills" in here.stdout
+        written = list((tmp_path / "runs" / "local-1" / "sync" / "checkpoints").iterdir())
+        assert {p.name for p in written} >= {"model_1.pt", "training_stats.json"}, here.stdout
+        assert {(p.stat().st_uid, p.stat().st_gid) for p in written} == {(os.getuid(), os.getgid())}
         record_property("project_first_build_s", round(first.seconds))
         record_property("project_rebuild_s", round(second.seconds))
         print(f"project image: first build {first.seconds:.0f} s (torch layer from the kit's image; chess "

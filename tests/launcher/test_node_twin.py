@@ -66,7 +66,7 @@ def steps_in(names) -> list[int]:
 def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, monkeypatch):
     """The README's walkthrough block in its order (readme_walkthrough), every step the twin can take, then what a
     run meets after it: a preemption, make stop, a resume that ends by the default time budget, your own program."""
-    from gantry import runs
+    from gantry import programs
 
     began = time.monotonic()
     walkthrough = readme_walkthrough()
@@ -187,7 +187,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # make run-gcp --resume: both nodes continue from the stopped step and end by themselves before the default
         # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
         # trainer the launch's deadline, and it plans its own end before it
-        monkeypatch.setattr(runs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
+        monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
         resumed = gantry("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
                          "--", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output

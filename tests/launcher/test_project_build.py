@@ -309,6 +309,26 @@ def test_a_dockerfile_without_a_project_is_refused(tmp_path):
         "docker/Dockerfile")], result.stderr
 
 
+@pytest.mark.parametrize(("files", "words", "expected"), [
+    ({"train.py": "", "requirements.txt": "six\n"}, ["--", "python", "train.py"],
+     "gantry: error: no Docker engine at unix://"),  # the image is looked for in the engine, which is not there
+    ({"train.py": "", "requirements.txt": "six\n"}, ["--", "-m", "train"],
+     ("gantry: error: run-local runs a command (python ..., bash ...), and torchrun's `-m MODULE` or SCRIPT.py is "
+     "what gantry run starts under torchrun. Give the command itself after --")),
+    ({"requirements.txt": "six\n"}, ["--", "python", "train.py"],
+     "gantry: error: train.py is not a file in the project {project}."),
+    ({"train.py": "", "requirements.txt": "six\n"}, ["--env", "NODE_RANK=1", "--", "python", "train.py"],
+     "gantry: error: --env NODE_RANK is set by the agent on every node"),
+])
+def test_run_local_refuses_in_one_line_what_it_cannot_run(tmp_path, files, words, expected):
+    project = write(tmp_path / "my-trainer", files)
+    environ = isolated_environ(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    result = run_module(["run-local", "--project", str(project), *words], tmp_path, environ)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(expected.format(project=project)), line
+
+
 def test_build_help_says_how_to_build_a_project(tmp_path):
     result = run_module(["build", "--help"], REPO, isolated_environ(tmp_path))
     assert result.returncode == 0

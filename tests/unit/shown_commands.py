@@ -122,6 +122,9 @@ LAUNCHER = "tests/launcher"
 DEVCONTAINER_RUN = Proven(f"{LAUNCHER}/test_project_build.py::"
                           "test_devcontainer_writes_the_project_image_and_keeps_an_existing_file")
 TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
+# gantry run-local on the example project's image, its checkpoints checked for the user's uid
+RUN_LOCAL = Proven("tests/docker/test_project_image.py::"
+                   "test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds_only_the_code")
 DEVCONTAINER = Proven("tests/docker/test_devcontainer.py::test_dev_container_comes_up_and_runs_the_fast_suite")
 CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains_checkpoints_and_stops_cleanly")
 TWO_CONTAINERS = Proven("tests/docker/test_cpu_image.py::test_two_containers_rendezvous_over_gloo_train_and_stop")
@@ -154,7 +157,8 @@ RULES: list[tuple[str, Here | Proven]] = [
                              "test_apply_says_what_it_creates_and_bills_then_asks_at_a_terminal")),
     (r"^make apply ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_y_does_not_ask")),
     (r"^make (build-train|push-train)( ARGS=--no-push| BASE_IMAGE=gantry-base:bookworm)?$", TWIN),
-    (r"^make build-train PROJECT=", TWIN),  # the README's own-project block; PROJECT=DIR in prose
+    (r"^make build-train PROJECT=", TWIN),
+    (r"^make run-local( .*)?$", RUN_LOCAL),  # the README's own-project block; PROJECT=DIR in prose
     (r"^make build-train GPU=1$", Proven("tests/docker/test_cpu_image.py::"
                                          "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),
     (r"^make build-train BASE_IMAGE=python:", Proven("tests/docker/test_cpu_image.py::"  # the cpu_image fixture's base
@@ -254,6 +258,7 @@ def rule_of(shown: Shown) -> tuple[str, Here | Proven] | None:
 # Each verb's real run, beside its --help (test_every_verb_answers_help_...): gantry's against the stand-ins, selfplay's
 # in the local journey here. test_shown_commands.py checks that every verb has one.
 VERB_RUNS: dict[str, Here | Proven] = {
+    "gantry run-local": RUN_LOCAL,
     "gantry preflight": Proven(f"{LAUNCHER}/test_launcher_preflight.py::test_ready_cpu_deployment_passes_and_prints_cost"),
     "gantry cost": Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud"),
     "gantry apply": Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_runs_preflight_then_terraform"),

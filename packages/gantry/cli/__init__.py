@@ -29,6 +29,7 @@ from gantry.cli import (
     preflight,
     push,
     run,
+    run_local,
     status,
     stop,
 )
@@ -37,7 +38,7 @@ from gantry.errors import GantryError, missing_cloud_extra
 from gantry.status import ExitStatus
 
 # the order of `gantry --help` and of the user's journey
-VERBS = [preflight, cost, apply, build, push, run, status, logs, stop, fetch, destroy, devcontainer]
+VERBS = [preflight, cost, apply, build, push, run, status, logs, stop, fetch, destroy, devcontainer, run_local]
 
 DESCRIPTION = """\
 Take the self-play trainer to Google Cloud and back. Settings live in
@@ -58,7 +59,7 @@ examples:
   gantry cost                           # $/h of the deployment in infra/terraform.tfvars
   gantry apply                          # create it (nodes bill until destroy)
   gantry build                          # build the image and push it to the deployment's repository
-  gantry run -- --run.max_minutes=60    # train on every node; Ctrl-C detaches, the run goes on
+  gantry run --max-minutes 60           # train on every node for an hour; Ctrl-C detaches, the run goes on
   gantry fetch RUN_ID                   # checkpoints, stats.jsonl and TensorBoard events into runs/RUN_ID
   gantry destroy -y                     # remove it without asking; the run data bucket is kept
 """

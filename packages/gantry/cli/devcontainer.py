@@ -54,16 +54,6 @@ def config(project: Path, image: str, kind: str) -> dict:
     return settings
 
 
-def has_image(tag: str) -> bool:
-    import docker
-
-    try:
-        images.docker_client().images.get(tag)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
 def run(args, env) -> ExitStatus:
     project = args.project
     kind = project_dockerfile.kind(project)
@@ -82,7 +72,7 @@ def run(args, env) -> ExitStatus:
                 f"opening the dev container")
     else:
         try:
-            if not has_image(tag):
+            if not images.image_exists(tag):
                 env.say(f"gantry: no {tag} yet: building it (as `gantry build --project {project} --no-push`)")
                 project_build.build(project, flavour, env.say, max_context_mb=project_context.DEFAULT_MAX_CONTEXT_MB,
                                     build_args={"BASE_IMAGE": args.base_image} if args.base_image else {},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from launch_contract import (
     KIND_KEY,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
-    MASTER_PORTS,
     MAX_NPROC_PER_NODE,
     NNODES_ENV,
     NODE_RANK_ENV,
@@ -26,7 +24,6 @@ from launch_contract import (
     STEP_KEY,
     SYNC_FOLDER,
     TRAIN_KIND,
-    check_env_pair,
     sync_url,
 )
 
@@ -154,7 +151,7 @@ def run(args, env) -> ExitStatus:
                           f"Drop --config, or put your program's own flags after -- {' '.join(program.words[:2])}.")
     check_config(args.config)
     sync, stats_file = check_outputs(args, program)
-    limits = check_launch(args)
+    limits = programs.check_launch(args)
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
     trainer_args = list(program.words) if program is not None else [a for a in args.trainer_args if a != "--"]
     # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
@@ -261,35 +258,6 @@ def time_limit(args, minutes: float) -> str:
                 "bill until the program ends and they idle off, or until `make stop`.")
     return (f"Time limit: none ({MAX_MINUTES_FLAG} 0); the nodes stop after max_run_hours = {hours:g} h up "
             "(infra/terraform.tfvars), whatever the program is doing.")
-
-
-SHM_SIZE = re.compile(r"[1-9][0-9]*[bkmg]?")  # docker run --shm-size: a number and a unit (b, k, m, g)
-
-
-def check_launch(args) -> dict:
-    """The launch's own settings, each refused in one line before anything is asked of Google: what launch_specs
-    takes as max_minutes, stall_minutes, env and shm_size."""
-    limit = runs.DEFAULT_RUN_MAX_MINUTES if args.max_minutes is None else args.max_minutes
-    for flag, value in ((MAX_MINUTES_FLAG, limit), ("--stall-minutes", args.stall_minutes)):
-        if not 0 <= value < 1e7:
-            raise GantryError(f"{flag} {value:g} is not a number of minutes", f"Give {flag} 0 (none) or more.")
-    if args.master_port not in MASTER_PORTS:
-        raise GantryError(f"--master-port {args.master_port} is not a port the program can listen on",
-                          f"Give a port from {MASTER_PORTS.start} to {MASTER_PORTS.stop - 1} (default "
-                          f"{DEFAULT_MASTER_PORT}).")
-    if not 0 <= args.nproc_per_node <= MAX_NPROC_PER_NODE:
-        raise GantryError(f"--nproc-per-node {args.nproc_per_node} is not a number of ranks per node",
-                          f"Give 1 to {MAX_NPROC_PER_NODE}, or leave it out (0: one per GPU, else 1).")
-    for pair in args.env:
-        try:
-            check_env_pair(pair)
-        except ValueError as error:
-            raise GantryError(f"--env {error}", "Write --env KEY=VALUE, e.g. --env WANDB_MODE=offline.") from None
-    if args.shm_size and not SHM_SIZE.fullmatch(args.shm_size.lower()):
-        raise GantryError(f"--shm-size {args.shm_size!r} is not a size docker takes",
-                          "Give a number with b, k, m or g, e.g. --shm-size 16g.")
-    return {"max_minutes": limit, "stall_minutes": args.stall_minutes, "env": tuple(args.env),
-            "shm_size": args.shm_size.lower()}
 
 
 def check_config(name: str | None) -> None:
