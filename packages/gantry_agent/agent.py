@@ -244,6 +244,8 @@ class Agent:
             return
         self.follower = threading.Thread(target=self.follow_output, args=(name,), daemon=True)
         self.follower.start()
+        if self.outputs and self.outputs.container == name:  # the last line as it is drawn, not as docker logs has it
+            threading.Thread(target=self.outputs.watch_live, args=(self.docker.attach(name),), daemon=True).start()
 
     def follow_output(self, name: str) -> None:
         """Copy the container's output to the serial port (`gantry logs` reads it from there)."""

@@ -103,6 +103,12 @@ class Docker:
             return None
         return result.stdout if result.returncode == 0 else None
 
+    def attach(self, name: str) -> subprocess.Popen:
+        """`docker attach`: the container's output as it is written, bytes not lines. `docker logs` waits for a line's
+        end (the log driver splits on newlines), so a progress bar redrawn with \r shows there only when it ends."""
+        return subprocess.Popen([*self.command, "attach", "--no-stdin", "--sig-proxy=false", name],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
     def follow(self, name: str) -> subprocess.Popen:
         """`docker logs -f`: the container's output so far, then as it comes, until it ends."""
         return subprocess.Popen([*self.command, "logs", "-f", name], stdout=subprocess.PIPE,

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import posixpath
+import re
 import tarfile
 import threading
 import time
@@ -71,16 +72,35 @@ class RunOutputs:
         self.next_push, self.was_running = 0.0, False
         self.last_line, self.last_line_at = "", None
         self.stats_problem = ""  # why the --stats file gives no numbers, when it never will as it is
+        self.last_live = ""  # the newest text watch_live saw
         self.changed_at = 0.0  # monotonic: the newest line unlike the one before, or new stats (RunSpec.stall_minutes)
 
     # ---- the program's output ----
-    def saw(self, line: str) -> None:
-        """A line the program printed (the output follower): the newest non-empty one is the report's last_line."""
+    def saw(self, line: str, live: bool = False) -> None:
+        """A line the program printed (the output follower): the newest non-empty one is the report's last_line;
+        once the live watch (watch_live) has seen output, the followers' whole lines, which lag it, no longer set it."""
+        if self.last_live and not live:
+            return
         text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
         if text:
             if text[-LAST_LINE_CHARS:] != self.last_line:  # the same line again and again is no progress
                 self.changed_at = time.monotonic()
             self.last_line, self.last_line_at = text[-LAST_LINE_CHARS:], int(time.time())
+
+    def watch_live(self, process) -> None:
+        """The program's output as it is written (Docker.attach), for the report's last line alone: the newest text
+        after a \r or \n, a line still being drawn included. The serial port keeps taking whole lines (copy_output)."""
+        import codecs
+
+        decoder, drawing = codecs.getincrementaldecoder("utf-8")(errors="replace"), ""
+        for chunk in iter(lambda: process.stdout.read1(4096), b""):
+            *ended, drawing = re.split(r"[\r\n]", drawing + decoder.decode(chunk))
+            ended = [text.strip() for text in ended if text.strip()]
+            newest = drawing.strip() or (ended[-1] if ended else "")  # the line being drawn, else the last one ended
+            if newest:
+                self.last_live = newest
+                self.saw(newest, live=True)
+        process.wait()
 
     def progress(self) -> tuple[int | None, dict] | None:
         """(step, figures) the program wrote, or None when it wrote none (yet): the numbers of its own stats file

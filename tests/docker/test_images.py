@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from docker_helpers import docker
 from gantry import images
 from gantry.errors import ConfigError
 
@@ -147,3 +148,27 @@ def test_train_docker_before_build_train_says_build_first():
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == ("gantry: error: no local image gantry-trainer:never-built. "
                                              "Build it first: make build-train GPU=0 ARGS=--no-push (the CPU image, whatever use_gpu says).")
+
+
+def test_the_agents_live_watch_sees_a_progress_bar_that_docker_logs_holds_back(local_base, containers):
+    """A tqdm-style bar redraws one line with \\r and never ends it: Docker's log driver keeps it until a newline
+    (`docker logs` shows nothing of it), while the agent's watch through `docker attach` has its newest drawing."""
+    import threading
+    import time
+
+    from gantry_agent.containers import Docker
+    from gantry_agent.outputs import RunOutputs
+    from launch_contract import RunSpec
+
+    bar = 'sleep 2; i=0; while [ $i -lt 400 ]; do printf "\\rplayed %d games" $i; i=$((i+1)); sleep 0.1; done'
+    name = containers(local_base, "sh", "-c", bar)
+    spec = RunSpec(run_id="live", image=local_base, node_rank=0, nnodes=1, master_addr="127.0.0.1", command=True,
+                   args=("sh",))
+    outputs = RunOutputs(spec, "/nonexistent", None, None, "", print)
+    threading.Thread(target=outputs.watch_live, args=(Docker(["docker"]).attach(name),), daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not outputs.last_line.startswith("played ") or int(outputs.last_line.split()[1]) < 5:
+        assert time.monotonic() < deadline, f"no live line; last {outputs.last_line!r}"
+        time.sleep(0.2)
+    assert outputs.last_line.endswith(" games")
+    assert docker("logs", name).stdout == ""  # what `docker logs` (and so the serial port) has of it meanwhile

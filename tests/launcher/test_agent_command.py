@@ -183,3 +183,24 @@ def test_at_preemption_the_agent_stops_the_command_then_copies_its_folder_within
     assert took < 30, f"the stop path took {took:.1f} s of the Spot VM's 30"
     assert "the agent is stopping (shutdown or preemption)" in node.agent_output()
     print(json.dumps({"stop path (SIGTERM to the agent's exit)": f"{took:.2f} s"}))
+
+
+def test_the_live_watch_keeps_the_bar_being_drawn_and_whole_lines_no_longer_set_the_last_line():
+    import io
+
+    from gantry_agent.outputs import RunOutputs
+
+    class Attached:  # what Docker.attach gives: the output in the chunks it was written in
+        def __init__(self, chunks):
+            self.stdout = io.BufferedReader(io.BytesIO(b"".join(chunks)), buffer_size=7)  # chunks cut anywhere
+
+        def wait(self):
+            return 0
+
+    outputs = RunOutputs(command_spec(), "/nonexistent", None, None, "", print)
+    outputs.saw("epoch 1 | loss 0.5\n")  # docker logs' whole line, before any live output
+    assert outputs.last_line == "epoch 1 | loss 0.5"
+    outputs.watch_live(Attached([b"epoch 2\n", "\r played 3 gam\u00e9s".encode(), b"\r played 4 ga", b"mes \r"]))
+    assert outputs.last_line == "played 4 games"  # the last drawing, its end cut anywhere (a UTF-8 letter too)
+    outputs.saw("epoch 2\n")  # the same output through docker logs, late: the live line stays
+    assert outputs.last_line == "played 4 games"
