@@ -113,16 +113,16 @@ install-dev: $(VENV)/.installed-dev ## create .venv with the trainer, launcher a
 
 # ---- the trainer, on this machine ----
 train-local: $(VENV)/.installed ## train Connect Four here (Ctrl-C checkpoints; run again to resume)
-	$(PY) -m selfplay train --config '$(CONFIG)' '--run.dir=$(RUN_DIR)' $(ARGS)
+	$(PY) -m selfplay train --config $(call quote,$(CONFIG)) $(call quote,--run.dir=$(RUN_DIR)) $(ARGS)
 
 eval: $(VENV)/.installed ## grade the newest checkpoint of RUN_DIR on the Pons test sets
-	$(PY) -m selfplay eval --checkpoint '$(RUN_DIR)' $(ARGS)
+	$(PY) -m selfplay eval --checkpoint $(call quote,$(RUN_DIR)) $(ARGS)
 
 arena: $(VENV)/.installed ## W-D-L and Elo of RUN_DIR's newest checkpoint against rule-only baselines (ARGS=--every-checkpoint)
-	$(PY) -m selfplay arena --checkpoint '$(RUN_DIR)' $(ARGS)
+	$(PY) -m selfplay arena --checkpoint $(call quote,$(RUN_DIR)) $(ARGS)
 
 plot: $(VENV)/.installed ## Pons error and Elo of RUN_DIR against minutes -> RUN_DIR/progress.svg
-	$(PY) -m selfplay plot --run '$(RUN_DIR)' $(ARGS)
+	$(PY) -m selfplay plot --run $(call quote,$(RUN_DIR)) $(ARGS)
 
 tensorboard: $(VENV)/.installed ## TensorBoard over runs/ (local and fetched runs), at http://localhost:6006
 	$(PY) -m tensorboard.main --logdir runs $(ARGS)  # the module, not bin/tensorboard: the dev container's venv has no script

@@ -11,7 +11,7 @@ RUN ?=
 .PHONY: run-gcp status logs stop fetch push-train
 
 run-gcp: $(VENV)/.installed-dev ## start a training run on every node (stopped nodes are started), then follow it; Ctrl-C detaches
-	$(PY) -m gantry run $(if $(PROJECT),--project '$(PROJECT)') $(ARGS)
+	$(PY) -m gantry run $(if $(PROJECT),--project $(call quote,$(PROJECT))) $(ARGS)
 
 status: $(VENV)/.installed-dev ## per-node state, run, step, heartbeat, uptime and its cost; the latest Pons error rates and arena Elo
 	$(PY) -m gantry status $(ARGS)
@@ -24,7 +24,7 @@ stop: $(VENV)/.installed-dev ## stop the run with a final checkpoint (asks; ARGS
 
 fetch: $(VENV)/.installed-dev ## copy a run (checkpoints, stats, TensorBoard events) from the bucket into runs/RUN (make fetch RUN=...)
 	@test -n "$(RUN)" || { echo "gantry: error: no run given. Use make fetch RUN=<run id> (make status shows it)." >&2; exit 2; }
-	$(PY) -m gantry fetch '$(RUN)' $(ARGS)
+	$(PY) -m gantry fetch $(call quote,$(RUN)) $(ARGS)
 
 push-train: $(VENV)/.installed-dev ## push the built trainer image to the deployment's registry (make build-train does it too)
 	$(PY) -m gantry push $(ARGS)

@@ -23,22 +23,22 @@ BUILD_FLAGS  ?=
 
 build-train: $(VENV)/.installed-dev ## build the trainer image (TPU if use_tpu, CUDA if use_gpu, else CPU) for linux/amd64 and push it to the deployment's registry
 	$(PY) -m gantry build $(if $(filter 1,$(GPU)),--gpu,$(if $(filter 0,$(GPU)),--cpu)) \
-		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(PROJECT),--project '$(PROJECT)') $(BUILD_FLAGS) $(ARGS)
+		$(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(PROJECT),--project $(call quote,$(PROJECT))) $(BUILD_FLAGS) $(ARGS)
 
 train-docker: ## train in the local CPU image (make build-train GPU=0 ARGS=--no-push first); Ctrl-C checkpoints, runs land in TRAIN_RUN_DIR
 	@docker image inspect $(TRAIN_IMAGE) >/dev/null 2>&1 || { echo "gantry: error: no local image $(TRAIN_IMAGE). \
 	Build it first: make build-train GPU=0 ARGS=--no-push (the CPU image, whatever use_gpu says)." >&2; exit 2; }
 	@mkdir -p runs
 	docker run --rm $$([ -t 0 ] && echo -it) --init --network host --shm-size=1g --user "$$(id -u):$$(id -g)" \
-		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config '$(TRAIN_CONFIG)' '--run.dir=$(TRAIN_RUN_DIR)' $(ARGS)
+		-v "$(CURDIR)/runs:/runs" $(TRAIN_IMAGE) --config $(call quote,$(TRAIN_CONFIG)) $(call quote,--run.dir=$(TRAIN_RUN_DIR)) $(ARGS)
 
 run-local: $(VENV)/.installed-dev ## run PROJECT's built image here as one node runs it, as you (ARGS="--sync DIR -- COMMAND"); nothing bills
 	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make run-local PROJECT=<your project's folder> ARGS=\"-- COMMAND\"." >&2; exit 2; }
-	$(PY) -m gantry run-local --project '$(PROJECT)' $(ARGS)
+	$(PY) -m gantry run-local --project $(call quote,$(PROJECT)) $(ARGS)
 
 devcontainer: $(VENV)/.installed-dev ## write PROJECT's .devcontainer/devcontainer.json on the image its cloud run uses (builds it here if missing)
 	@test -n "$(PROJECT)" || { echo "gantry: error: no project given. Use make devcontainer PROJECT=<your project's folder>." >&2; exit 2; }
-	$(PY) -m gantry devcontainer $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) --project '$(PROJECT)' $(ARGS)
+	$(PY) -m gantry devcontainer $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) --project $(call quote,$(PROJECT)) $(ARGS)
 
 test-cuda-image: $(VENV)/.installed-dev ## build the CUDA image here (5.4 GB, not pushed) and check it; CI does not: run it before landing a change to docker/
 	$(PY) -m gantry build --gpu --no-push $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
