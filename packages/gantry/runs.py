@@ -136,7 +136,7 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
     given; 0: none) that the nodes' agents enforce, whatever runs."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
     own = torchrun or command
-    trainer_args = tuple(args) if own else ("--config", config, f"--run.dir={run_url}", *args)
+    trainer_args = tuple(args) if own else ("--config", config, *args)  # its run.dir: RUN_DIR_ENV, as every program
     port = {"master_port": master_port} if master_port else {}
     limit = DEFAULT_RUN_MAX_MINUTES if max_minutes is None else max_minutes
     return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),

@@ -15,17 +15,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from launch_contract import RUN_DIR_ENV
+
 from gantry.errors import GantryError
 
 PACKAGES_DIR = Path(__file__).resolve().parents[1]  # packages/: gantry, selfplay, toytrain, as the image copies them
 CHECK_TIMEOUT_S = 120
 
 
-def check_selfplay(config: str, trainer_args: list[str]) -> str:
+def check_selfplay(config: str, trainer_args: list[str], run_url: str = "") -> str:
     """Refuse in one line, the trainer's own, when `selfplay train --config CONFIG ARGS` would refuse; else the last
-    line the check printed (with --resume: what the trainer will resume)."""
+    line the check printed (with --resume: what the trainer will resume from ``run_url``, given to it as a node's
+    agent gives it, RUN_DIR_ENV)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGES_DIR),
                                                                      os.environ.get("PYTHONPATH", "")]))}
+    if run_url:
+        env[RUN_DIR_ENV] = run_url
     try:
         done = subprocess.run([sys.executable, "-m", "selfplay", "check", "--config", config, *trainer_args],
                               capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S, check=False)

@@ -71,7 +71,8 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
         specs.append(spec)
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
-    assert specs[0].args == ("--config", "tictactoe", f"--run.dir={world['bucket']}/runs/r1", "--run.max_steps=50")
+    assert specs[0].args == ("--config", "tictactoe", "--run.max_steps=50")  # the run's folder: the spec's run_dir
+    assert specs[0].run_dir == f"{world['bucket']}/runs/r1"
     # every launch has the default limit, kept by the agents, whatever runs; the trainer's flags are its own
     assert specs[0].max_minutes == DEFAULT_RUN_MAX_MINUTES and specs[0].deadline is not None
     assert f"Time limit: {DEFAULT_RUN_MAX_MINUTES} min; every node stops the run at" in result.stdout
@@ -508,7 +509,7 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
 def test_every_launch_gets_the_default_time_limit_and_the_trainer_flags_stay_its_own(flags, limit, expected):
     cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
     spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1", max_minutes=limit)[0]
-    assert spec.args == ("--config", "connect4", "--run.dir=gs://b/runs/r1", *flags)
+    assert spec.args == ("--config", "connect4", *flags)
     assert spec.max_minutes == expected and (spec.deadline is None) == (expected == 0)
 
 

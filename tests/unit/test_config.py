@@ -197,3 +197,16 @@ def test_an_integer_written_as_a_whole_float_is_taken_and_a_fraction_is_refused_
     assert main(["check", "--config", "connect4", "--search.simulations=1e6"]) == 2  # whole, out of range
     assert capsys.readouterr().err.splitlines() == [
         "selfplay: error: search.simulations=1000000 must be in 1..100000"]
+
+
+def test_on_a_node_the_run_folder_is_the_launchs_unless_a_flag_names_another():
+    import argparse
+
+    from launch_contract import RUN_DIR_ENV
+    from selfplay.cli.options import load_config
+
+    args = argparse.Namespace(config="tictactoe")
+    assert load_config(args, [], {}).run.dir == "runs/tictactoe"  # the laptop: the config's own
+    node = {RUN_DIR_ENV: "gs://b/runs/r1"}  # what a node's agent gives every program
+    assert load_config(args, [], node).run.dir == "gs://b/runs/r1"
+    assert load_config(args, ["--run.dir=runs/mine"], node).run.dir == "runs/mine"

@@ -14,7 +14,7 @@ DESCRIPTION = """\
 Download gs://BUCKET/runs/RUN_ID (the checkpoints the trainer kept, stats.jsonl, the
 TensorBoard events under tb/, and each node's --sync folders under sync/node-RANK/DIR) into
 runs/RUN_ID, where `tensorboard --logdir runs/RUN_ID`,
-`python -m selfplay eval --checkpoint runs/RUN_ID` and local training (`--run.dir=runs/RUN_ID`
+`python -m selfplay eval --checkpoint runs/RUN_ID` and local training (`make train-local RUN_DIR=runs/RUN_ID`
 resumes it) find them. Works while the run trains: only new or grown files are copied again.
 Egress from the bucket bills per GB.
 

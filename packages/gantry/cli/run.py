@@ -167,8 +167,8 @@ def run(args, env) -> ExitStatus:
     if args.resume:
         check_resumable(cluster, run_id, env)
         if program is None:  # a net the checkpoint does not fit is refused here, not on a node that bills
-            resumes = trainer_check.check_selfplay(args.config or DEFAULT_CONFIG,
-                                                   ["--resume", f"--run.dir={run_url}", *trainer_args])
+            resumes = trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, ["--resume", *trainer_args],
+                                                   run_url=run_url)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}" + (f"; the trainer {resumes}" if resumes else ""))
     if program is not None:
