@@ -163,27 +163,28 @@ def check_project(project: Path, program: Program | None) -> None:
 SHM_SIZE = re.compile(r"[1-9][0-9]*[bkmg]?")  # docker run --shm-size: a number and a unit (b, k, m, g)
 
 
-def check_launch(args) -> dict:
-    """The launch's own settings, each refused in one line before anything is asked of Google: what launch_specs
-    takes as max_minutes, stall_minutes, env and shm_size."""
-    limit = DEFAULT_RUN_MAX_MINUTES if args.max_minutes is None else args.max_minutes
-    for flag, value in ((MAX_MINUTES_FLAG, limit), ("--stall-minutes", args.stall_minutes)):
+def check_launch(max_minutes: float | None, stall_minutes: float, env: list[str], shm_size: str,
+                 master_port: int = DEFAULT_MASTER_PORT, nproc_per_node: int = 0) -> dict:
+    """The launch's own settings (gantry run's, run-local's), each refused in one line before anything is asked of
+    Google: what launch_specs takes as max_minutes (None: the default), stall_minutes, env and shm_size."""
+    limit = DEFAULT_RUN_MAX_MINUTES if max_minutes is None else max_minutes
+    for flag, value in ((MAX_MINUTES_FLAG, limit), ("--stall-minutes", stall_minutes)):
         if not 0 <= value < 1e7:
             raise GantryError(f"{flag} {value:g} is not a number of minutes", f"Give {flag} 0 (none) or more.")
-    if args.master_port not in MASTER_PORTS:
-        raise GantryError(f"--master-port {args.master_port} is not a port the program can listen on",
+    if master_port not in MASTER_PORTS:
+        raise GantryError(f"--master-port {master_port} is not a port the program can listen on",
                           f"Give a port from {MASTER_PORTS.start} to {MASTER_PORTS.stop - 1} (default "
                           f"{DEFAULT_MASTER_PORT}).")
-    if not 0 <= args.nproc_per_node <= MAX_NPROC_PER_NODE:
-        raise GantryError(f"--nproc-per-node {args.nproc_per_node} is not a number of ranks per node",
+    if not 0 <= nproc_per_node <= MAX_NPROC_PER_NODE:
+        raise GantryError(f"--nproc-per-node {nproc_per_node} is not a number of ranks per node",
                           f"Give 1 to {MAX_NPROC_PER_NODE}, or leave it out (0: one per GPU, else 1).")
-    for pair in args.env:
+    for pair in env:
         try:
             check_env_pair(pair)
         except ValueError as error:
             raise GantryError(f"--env {error}", "Write --env KEY=VALUE, e.g. --env WANDB_MODE=offline.") from None
-    if args.shm_size and not SHM_SIZE.fullmatch(args.shm_size.lower()):
-        raise GantryError(f"--shm-size {args.shm_size!r} is not a size docker takes",
+    if shm_size and not SHM_SIZE.fullmatch(shm_size.lower()):
+        raise GantryError(f"--shm-size {shm_size!r} is not a size docker takes",
                           "Give a number with b, k, m or g, e.g. --shm-size 16g.")
-    return {"max_minutes": limit, "stall_minutes": args.stall_minutes, "env": tuple(args.env),
-            "shm_size": args.shm_size.lower()}
+    return {"max_minutes": limit, "stall_minutes": stall_minutes, "env": tuple(env),
+            "shm_size": shm_size.lower()}

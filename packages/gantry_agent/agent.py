@@ -135,7 +135,7 @@ class Agent:
         now = time.monotonic()
         observed = Observation(
             spec=spec, now=now, statuses=statuses, wall=time.time(),
-            finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished()),
+            finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished),
             step=self.step, halted=halted, last_line=outputs.last_line if outputs else "",
             quiet_s=now - max(self.started_at, outputs.changed_at) if outputs else None)
         memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)

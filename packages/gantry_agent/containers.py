@@ -25,6 +25,7 @@ from launch_contract import (
     STAGING_ENV,
     SYNC_FOLDER,
     RunSpec,
+    check_env_pair,
 )
 
 from .settings import Settings
@@ -146,7 +147,7 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
         env[RUN_DIR_ENV] = spec.run_dir
     if spec.deadline is not None:
         env[DEADLINE_ENV] = f"{spec.deadline:.0f}"
-    env.update(pair.split("=", 1) for pair in spec.env)  # the contract keeps its own names out of them
+    env.update(check_env_pair(pair) for pair in spec.env)  # the contract keeps its own names out of them
     args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", spec.shm_size or s.shm_size,
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket

@@ -29,22 +29,19 @@ class Endings:
         self.file = os.path.join(state_dir, "finished-launches.json")
         self.token, self.storage_url, self.log = token, storage_url, log
         self.unwritten: dict[str, tuple[str, EndRecord]] = {}  # launch -> (url, record) the bucket does not hold yet
-
-    def finished(self) -> set:
-        """The launches that ended on this node (their ids, RunSpec.launch_id)."""
-        try:
+        try:  # read once: this agent is the file's one writer, and the loop asks every turn
             with open(self.file, encoding="utf-8") as f:
-                return set(json.load(f))
+                self.finished = set(json.load(f))  # the launches that ended on this node (RunSpec.launch_id)
         except (OSError, ValueError):
-            return set()
+            self.finished = set()
 
     def record(self, spec: RunSpec, reason: str, detail: str) -> None:
         """The launch is over: recorded here at once, and in the bucket (retried by ``flush`` until it is)."""
-        finished = sorted(self.finished() | {spec.launch_id})[-100:]
+        self.finished = set(sorted(self.finished | {spec.launch_id})[-100:])
         try:
             os.makedirs(os.path.dirname(self.file), exist_ok=True)
             with open(self.file + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(finished, f)
+                json.dump(sorted(self.finished), f)
             os.replace(self.file + ".tmp", self.file)
         except OSError as exc:
             self.log(f"could not record the finished run in {self.file}: {exc}")

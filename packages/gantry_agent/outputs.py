@@ -72,14 +72,14 @@ class RunOutputs:
         self.next_push, self.was_running = 0.0, False
         self.last_line, self.last_line_at = "", None
         self.stats_problem = ""  # why the --stats file gives no numbers, when it never will as it is
-        self.last_live = ""  # the newest text watch_live saw
+        self.live = False  # watch_live has seen output: it, not the followers' lagging whole lines, sets last_line
         self.changed_at = 0.0  # monotonic: the newest line unlike the one before, or new stats (RunSpec.stall_minutes)
 
     # ---- the program's output ----
     def saw(self, line: str, live: bool = False) -> None:
         """A line the program printed (the output follower): the newest non-empty one is the report's last_line;
         once the live watch (watch_live) has seen output, the followers' whole lines, which lag it, no longer set it."""
-        if self.last_live and not live:
+        if self.live and not live:
             return
         text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
         if text:
@@ -98,7 +98,7 @@ class RunOutputs:
             ended = [text.strip() for text in ended if text.strip()]
             newest = drawing.strip() or (ended[-1] if ended else "")  # the line being drawn, else the last one ended
             if newest:
-                self.last_live = newest
+                self.live = True
                 self.saw(newest, live=True)
         process.wait()
 

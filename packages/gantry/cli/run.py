@@ -151,7 +151,8 @@ def run(args, env) -> ExitStatus:
                           f"Drop --config, or put your program's own flags after -- {' '.join(program.words[:2])}.")
     check_config(args.config)
     sync, stats_file = check_outputs(args, program)
-    limits = programs.check_launch(args)
+    limits = programs.check_launch(args.max_minutes, args.stall_minutes, args.env, args.shm_size, args.master_port,
+                                   args.nproc_per_node)
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
     trainer_args = list(program.words) if program is not None else [a for a in args.trainer_args if a != "--"]
     # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop

@@ -55,8 +55,7 @@ def run(args, env) -> ExitStatus:
                           "is what gantry run starts under torchrun", "Give the command itself after --: "
                           "-- torchrun --nproc-per-node=1 -m MODULE ARGS, or -- python SCRIPT.py ARGS.")
     sync = programs.sync_folders(args.sync, args.project)
-    args.master_port, args.nproc_per_node, args.stall_minutes = 29500, 0, 0.0  # one node: what check_launch reads
-    limits = programs.check_launch(args)
+    limits = programs.check_launch(args.max_minutes, 0.0, args.env, args.shm_size)
     flavour = "cuda" if args.gpu else "cpu"
     image = projects.local_ref(args.project, flavour)
     if not images.image_exists(image):
