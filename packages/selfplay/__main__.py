@@ -18,9 +18,7 @@ import argparse
 import logging
 import sys
 
-from selfplay.cli import VERBS
-from selfplay.cli.options import FORMATTER
-from selfplay.errors import ExitStatus, SelfplayError
+from selfplay.errors import ExitStatus, SelfplayError  # stdlib only: the verbs (numpy, torch) come in main()
 
 # Where the dispatcher keeps each verb's handler and kind in the parsed arguments: names no option can take
 # (argparse makes --run into `run`, and none starts with an underscore), so a verb's own option, such as plot's
@@ -29,6 +27,9 @@ VERB_HANDLER, VERB_TAKES_OVERRIDES = "_verb_handler", "_verb_takes_overrides"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from selfplay.cli import VERBS
+    from selfplay.cli.options import FORMATTER
+
     parser = argparse.ArgumentParser(prog="selfplay", description="AlphaZero-style self-play trainer.",
                                      epilog="Config overrides: --section.key=value, e.g. --search.simulations=100")
     sub = parser.add_subparsers(dest="_verb_name", metavar="VERB", required=True)
@@ -44,6 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The verb's exit status; Ctrl-C at any moment before a verb's own handler is in place (the verbs' imports
+    included: numpy and torch take seconds) is one line and 130."""
+    try:
+        return dispatch(argv)
+    except KeyboardInterrupt:
+        # train checkpoints at SIGINT once its handler is in place; before it, torch half imported may log its caches
+        # at exit through the INFO root logger dispatch sets, so only warnings go out from here on
+        logging.getLogger().setLevel(logging.WARNING)
+        verb = next((word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")), "")
+        print(f"selfplay: {verb} stopped by Ctrl-C" + (" during start-up, before its first checkpoint: nothing of "
+              "this session was written; run it again to start (or resume)" if verb in ("train", "launch") else ""),
+              file=sys.stderr, flush=True)
+        return ExitStatus.INTERRUPTED
+
+
+def dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args, overrides = parser.parse_known_args(argv)
     if not getattr(args, VERB_TAKES_OVERRIDES) and overrides:
@@ -56,15 +73,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"selfplay: error: {e}", file=sys.stderr)
         return e.status
-    except KeyboardInterrupt:
-        # Ctrl-C before a verb's own handler is in place (train's checkpoints at SIGINT): torch half imported may log
-        # its caches at exit through the INFO root logger set above, so only warnings go out from here on.
-        logging.getLogger().setLevel(logging.WARNING)
-        verb = getattr(args, "_verb_name", "")
-        print(f"selfplay: {verb} stopped by Ctrl-C" + (" during start-up, before its first checkpoint: nothing of "
-              "this session was written; run it again to start (or resume)" if verb in ("train", "launch") else ""),
-              file=sys.stderr, flush=True)
-        return ExitStatus.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def test_a_stats_line_cut_by_a_crash_is_named_by_plot_and_healed_by_the_next_run
     assert records[len(whole)] == eval_record and records[-1]["step"] >= 30
 
 
-@pytest.mark.parametrize("after_s", [0.5, 2.0, 5.0])
+@pytest.mark.parametrize("after_s", [0.1, 0.5, 2.0, 5.0])  # 0.1: in the imports
 def test_ctrl_c_at_any_moment_of_start_up_is_one_line(tmp_path, after_s):
     trainer = subprocess.Popen([sys.executable, "-m", "selfplay", "train", "--config", "tictactoe",
                                 f"--run.dir={tmp_path / 'run'}", *FAST], stdout=subprocess.PIPE,
