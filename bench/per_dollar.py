@@ -59,7 +59,7 @@ def price(row: dict) -> dict:
     for kind, spot in (("on_demand", False), ("spot", True)):
         hourly = node_hourly(row["shape"], row["gpu"], spot)
         out[f"{kind}_per_hour"] = hourly
-        out[f"{kind}_per_million_positions"] = cost.per_million_positions(hourly, row["positions_per_s"])
+        out[f"{kind}_per_million_positions"] = cost.per_million(hourly, row["positions_per_s"])
     return out
 
 

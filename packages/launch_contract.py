@@ -40,7 +40,6 @@ def check_run_id(run_id: str) -> str:
 
 
 # ---- what the container gets: the rendezvous, the run's folder --------------------------------------------------
-DEFAULT_CONFIG = "connect4"  # the packaged trainer config a run uses unless told (selfplay's and gantry run's)
 DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
 # What every container gets in its environment (the agent's docker_run_args), whichever program it runs:
 # torchrun's rendezvous as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for
@@ -125,62 +124,16 @@ def check_relative(path: str, what: str) -> str:
 
 # ---- stats.jsonl: how a program tells the agent (and `gantry status`) its progress ------------------------------
 # One JSON object a line. The newest line with KIND_KEY == TRAIN_KIND and a STEP_KEY is the step `gantry status`
-# shows, with any REPORTED_FIGURES (newest_record).
+# shows, with the figures the launch names (RunSpec.figures), else its first numbers (newest_record).
 STATS_FILE = "stats.jsonl"
 KIND_KEY, STEP_KEY = "kind", "step"
 TRAIN_KIND = "train"
-END_KIND = "end"  # the record the selfplay trainer writes last when it reached its budget (its reason)
-EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
-ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
-LOSS_KEY = "losses/total"
-POSITIONS_PER_S_KEY = "charts/positions_per_s"  # the master node's self-play pace: `gantry status` prices it
-# The keys a report carries (a guest attribute holds a few hundred bytes comfortably), and how `gantry status`
-# shows each.
-REPORTED_FIGURES = {"selfplay/games": "games {:,.0f}", POSITIONS_PER_S_KEY: "{:,.0f} positions/s",
-                    "charts/simulations_per_s": "{:,.0f} simulations/s", LOSS_KEY: "loss {:.3f}"}
 # A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
 CONSOLE_LOG = "logs/node-{rank}.log"
 
 
 def console_log_url(run_dir: str, rank: int) -> str:
     return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
-
-
-def eval_key(test_set: str, measure: str) -> str:
-    """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
-    return f"{EVAL}/{test_set}/{measure}"
-
-
-def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
-    """{set: value} of one measure in a stats.jsonl record (empty for records without an evaluation)."""
-    figures = {}
-    for key, value in record.items():
-        namespace, _, rest = key.partition("/")
-        test_set, _, kind = rest.rpartition("/")
-        if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
-            figures[test_set] = float(value)
-    return figures
-
-
-def arena_key(opponent: str, measure: str) -> str:
-    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>. An "arena" record holds, for
-    the run's newest checkpoint (the record's step): arena/elo, arena/elo_sd (Elo where random = 0, its standard
-    error), arena/games, arena/simulations, and per opponent (random, greedy, minimax<k>, mcts<n>, step-<N>) its elo,
-    wins, draws, losses, score ((W + D/2) / games), score_low and score_high (Wilson 95%)."""
-    return f"{ARENA}/{opponent}/{measure}"
-
-
-def arena_figures(record: dict) -> dict[str, dict[str, float]]:
-    """{opponent: {measure: value}} of an arena record (empty for other records)."""
-    figures: dict[str, dict[str, float]] = {}
-    if record.get(KIND_KEY) != ARENA:
-        return figures
-    for key, value in record.items():
-        namespace, _, rest = key.partition("/")
-        opponent, _, measure = rest.rpartition("/")
-        if namespace == ARENA and opponent and isinstance(value, (int, float)):
-            figures.setdefault(opponent, {})[measure] = float(value)
-    return figures
 
 
 def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
@@ -246,8 +199,8 @@ class RunSpec:
     node_rank: int
     nnodes: int
     master_addr: str
-    args: tuple = ()  # trainer flags (the image's entry point: python -m selfplay launch ARGS), or with torchrun
-    # the program: `-m MODULE ARGS` or `SCRIPT ARGS`
+    args: tuple = ()  # the program: with torchrun `-m MODULE ARGS` or `SCRIPT ARGS`; with command the command;
+    # else words for the image's ENTRYPOINT
     master_port: int = DEFAULT_MASTER_PORT
     nproc_per_node: int = 0  # 0: the trainer decides (one rank per GPU, else one)
     gpu: bool = False
@@ -269,6 +222,10 @@ class RunSpec:
     stall_minutes: float = 0.0  # a running program with no new output line or stats for this long: a crash; 0: never
     env: tuple = ()  # KEY=VALUE pairs the program gets besides the contract's names
     shm_size: str = ""  # the container's /dev/shm (docker's --shm-size); "": the agent's setting
+    # {key: format} of the stats numbers the agent reports and `gantry status` shows ("loss {:.3f}"); {}: the first
+    # numbers of the newest record, as named. A project's gantry.yaml names them (its `figures`).
+    figures: dict = dataclasses.field(default_factory=dict)
+    show: dict = dataclasses.field(default_factory=dict)  # what else `gantry status` shows (gantry.yaml's pace, reports)
 
     def __post_init__(self):
         check_run_id(self.run_id)
@@ -297,6 +254,8 @@ class RunSpec:
         object.__setattr__(self, "sync", tuple(check_relative(str(f), "sync folder") for f in self.sync))
         if self.stats_file:
             object.__setattr__(self, "stats_file", check_relative(str(self.stats_file), "stats file"))
+        if not all(isinstance(v, str) for v in self.figures.values()) or not isinstance(self.show, dict):
+            raise ValueError(f"figures {self.figures!r} ({{key: format}}), show {self.show!r} (an object)")
 
     @property
     def launch_id(self) -> str:
@@ -364,7 +323,7 @@ class Report:
     run: str = ""
     node_rank: int | None = None
     step: int | None = None  # the newest training step in the run's stats.jsonl (rank 0's node)
-    figures: dict = dataclasses.field(default_factory=dict)  # REPORTED_FIGURES' keys of that record
+    figures: dict = dataclasses.field(default_factory=dict)  # of that record: RunSpec.figures' keys, else its first
     detail: str = ""  # why: the error, the exit code, what is being pulled
     heartbeat: int | None = None  # epoch seconds of the write: a stale report means a dead agent or node
     last_line: str = ""  # the end (LAST_LINE_CHARS) of the newest line the program printed

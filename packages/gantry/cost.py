@@ -121,18 +121,19 @@ def _estimate_tpu(deployment: Deployment, tpus: dict, result: Estimate, trc: boo
     return result
 
 
-def per_million_positions(node_hourly: float, positions_per_s: float) -> float | None:
-    """$ of one node per million self-play positions at its list price; None when it played none."""
-    return node_hourly / (positions_per_s * 3600) * 1e6 if positions_per_s > 0 else None
+def per_million(node_hourly: float, per_s: float) -> float | None:
+    """$ of one node per million units of work (positions, samples, tokens) at its list price; None at no pace."""
+    return node_hourly / (per_s * 3600) * 1e6 if per_s > 0 else None
 
 
-def describe_throughput_cost(node_hourly: float, positions_per_s: float) -> str:
-    """The figure that compares node shapes: what a million self-play positions cost on this one."""
-    dollars = per_million_positions(node_hourly, positions_per_s)
+def describe_pace_cost(node_hourly: float, per_s: float, unit: str) -> str:
+    """The figure that compares node shapes: what a million ``unit`` cost on this one at the pace it reports
+    (gantry.yaml's pace: the kit's trainer names its self-play positions)."""
+    dollars = per_million(node_hourly, per_s)
     if dollars is None:
-        return "no self-play positions in the newest progress window yet, so no $ per million positions"
-    return (f"${dollars:.3f} per million self-play positions ({positions_per_s:,.0f} positions/s on the master "
-            f"at ${node_hourly:.3f}/h a node, list price)")
+        return f"no {unit} in the newest report yet, so no $ per million {unit}"
+    return (f"${dollars:.3f} per million {unit} ({per_s:,.0f} {unit}/s on node 0 at ${node_hourly:.3f}/h a node, "
+            "list price)")
 
 
 def render(result: Estimate) -> list[str]:

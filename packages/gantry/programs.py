@@ -1,8 +1,8 @@
 """What `gantry run` puts on the nodes, judged on the laptop before anything starts: the words after `--` sorted
-into the selfplay trainer's flags, a torchrun program or a plain command, and with --project the checks of the
-command, the --sync folders and the --stats file against the project's folder.
+into flags for the program gantry.yaml declares (program_file), a torchrun program or a plain command, and with
+--project the checks of the command, the --sync folders and the --stats file against the project's folder.
 
-    gantry run -- --run.max_steps=100                          selfplay trainer flags (each word starts with -)
+    gantry run --project ../mine -- --epochs 3                 flags for gantry.yaml's command (each starts with -)
     gantry run -- -m toytrain.train --steps 200                torchrun program: -m MODULE ARGS
     gantry run -- train.py --steps 200                         torchrun program: SCRIPT.py ARGS
     gantry run --project ../mine -- python train.py --gpus all plain command, run as given in the image's WORKDIR
@@ -33,6 +33,7 @@ from launch_contract import (
     check_relative,
 )
 
+from gantry import program_file
 from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 
@@ -67,20 +68,46 @@ class Program:
 
 
 def classify(after_dashes: list[str]) -> Program | None:
-    """The words after `--` as your own program, or None when they are selfplay trainer flags (each one starts
-    with -, as --run.max_steps=100 does). `-m MODULE ARGS` and `SCRIPT.py ARGS` run under torchrun; any other
+    """The words after `--` as a program, or None when they are flags for the program gantry.yaml declares (each
+    one starts with -, as --epochs=3 does). `-m MODULE ARGS` and `SCRIPT.py ARGS` run under torchrun; any other
     first word (python, bash, ./run.sh, accelerate, ...) is a plain command."""
     words = after_dashes[1:] if after_dashes[:1] == ["--"] else list(after_dashes)
     if after_dashes[:1] == ["--"] and not words:
         raise GantryError("the command after -- is empty", "Name your program after it (gantry run -- -m "
-                          "PACKAGE.MODULE ARGS, or -- python train.py ARGS), or leave -- out to run the selfplay "
-                          "trainer.")
+                          "PACKAGE.MODULE ARGS, or -- python train.py ARGS), or leave -- out to run the program "
+                          "gantry.yaml declares.")
     if not words or (words[0].startswith("-") and words[0] != "-m"):
         return None
     if words[0] == "-m" and (len(words) < 2 or words[1].startswith("-")):
         raise GantryError("-m names no module", "Write the module after it: gantry run -- -m PACKAGE.MODULE ARGS.")
     kind = TORCHRUN if words[0] == "-m" or words[0].endswith(".py") else COMMAND
     return Program(kind, tuple(words))
+
+
+def flags_of(after_dashes: list[str]) -> list[str]:
+    """The words after -- as flags for the program gantry.yaml declares."""
+    return list(after_dashes[1:] if after_dashes[:1] == ["--"] else after_dashes)
+
+
+def resolve(after_dashes: list[str], project: Path | None) -> tuple[Program, program_file.ProgramFile | None]:
+    """What every node runs (and run-local runs here): the program after --, or, when only flags follow it, the
+    command the project's gantry.yaml declares (the kit's, without a project) with the flags appended, and the file.
+    With a project, its folder and the script the command names are checked (check_project)."""
+    program = classify(after_dashes)
+    declared = None
+    if program is None:
+        folder = project if project is not None else program_file.KIT_ROOT
+        if project is not None and not project.is_dir():
+            check_project(project, None)  # its one line: not a folder
+        declared = program_file.load(folder)
+        if declared is None:
+            raise GantryError(f"nothing to run: no command after -- and no {program_file.FILE_NAME} in {folder}",
+                              f"Put the command after --: -- python train.py ARGS, or declare it in "
+                              f"{folder / program_file.FILE_NAME} (command: python train.py).")
+        program = Program(COMMAND, (*declared.command, *flags_of(after_dashes)))
+    if project is not None:
+        check_project(project, program)
+    return program, declared
 
 
 def script_of(program: Program) -> str | None:
@@ -145,8 +172,7 @@ def check_project(project: Path, program: Program | None) -> None:
         raise GantryError(f"--project {project} is not a folder", "Name your project's folder (make run-gcp "
                           "PROJECT=../my-trainer ARGS=\"-- python train.py\").")
     if program is None:
-        raise GantryError(f"--project {project} runs your own program, and none follows --",
-                          f"Put its command after --: gantry run --project {project} -- python train.py ARGS.")
+        return  # gantry.yaml's command, checked once resolved (cli/run.resolve_program)
     script = script_of(program)
     if script is None:
         return

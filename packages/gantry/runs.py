@@ -1,7 +1,7 @@
 """Runs on the nodes: the launcher's side of the node agent (packages/gantry_agent).
 
 A run needs no SSH: the launcher writes a run spec (JSON) into each node's metadata key ``gantry-run``
-(every other key kept); the agent on the node waits on the metadata server for it, runs the trainer
+(every other key kept); the agent on the node waits on the metadata server for it, runs the program's
 container, and reports back through the guest attribute ``gantry/agent``. Every read here (status,
 logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``gantry status`` and
 ``gantry logs`` pick the run up again. Which API depends on the nodes (``NodeApi``, picked by
@@ -9,13 +9,12 @@ logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``
 port), Cloud TPU for a TPU VM (gantry.tpu_nodes: nodes.patch, the output in the run's bucket folder).
 
     cluster, api = nodes.connect("infra", os.environ)
-    specs = launch_specs(cluster, run_id, image, trainer_args, run_url=cluster.run_url(run_id, os.environ))
+    specs = launch_specs(cluster, run_id, image, program_words, run_url=cluster.run_url(run_id, os.environ))
     for node, spec in zip(cluster.nodes, specs): api.write_spec(node, spec)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -24,20 +23,13 @@ from typing import Protocol
 
 from launch_contract import (
     ACTIVE_STATES,
-    ARENA,
-    DEFAULT_CONFIG,
     DEFAULT_SYNC_SECONDS,
     NAMESPACE,
-    REPORTED_FIGURES,
     RUN_KEY,
-    STATS_FILE,
-    STEP_KEY,
     EndRecord,
     Report,
     RunSpec,
-    arena_figures,
     ended_url,
-    eval_figures,
 )
 from launch_contract import check_run_id as contract_run_id
 
@@ -126,25 +118,24 @@ def check_run_id(run_id: str) -> str:
 
 
 def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, run_url: str,
-                 config: str = DEFAULT_CONFIG, master_port: int | None = None, nproc_per_node: int = 0,
-                 action: str = "start", torchrun: bool = False, command: bool = False, sync: tuple = (),
+                 master_port: int | None = None, nproc_per_node: int = 0, action: str = "start",
+                 torchrun: bool = False, command: bool = False, sync: tuple = (),
                  sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "", max_minutes: float | None = None,
-                 stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "") -> list[RunSpec]:
-    """One spec per node: the same run and trainer flags, each node its rank. With ``torchrun`` the args are
-    your program (`-m MODULE ARGS`), run under torchrun as they are; with ``command`` a command run as given;
-    else the selfplay trainer's flags. Every launch has a time limit (``max_minutes``, DEFAULT_RUN_MAX_MINUTES unless
-    given; 0: none) that the nodes' agents enforce, whatever runs."""
+                 stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "", figures: dict | None = None,
+                 show: dict | None = None) -> list[RunSpec]:
+    """One spec per node: the same run and program, each node its rank. With ``torchrun`` the args are a program
+    (`-m MODULE ARGS`) run under torchrun as they are; with ``command`` a command run as given; else words for the
+    image's entry point. Every launch has a time limit (``max_minutes``, DEFAULT_RUN_MAX_MINUTES unless given; 0:
+    none) that the nodes' agents enforce, whatever runs; ``figures`` and ``show`` are what status shows of it."""
     launched_at = f"{time.time():.3f}"  # a new launch of the same run (a resume) is a change the agent acts on
-    own = torchrun or command
-    trainer_args = tuple(args) if own else ("--config", config, *args)  # its run.dir: RUN_DIR_ENV, as every program
     port = {"master_port": master_port} if master_port else {}
     limit = DEFAULT_RUN_MAX_MINUTES if max_minutes is None else max_minutes
-    return [RunSpec(run_id=run_id, image=image, args=trainer_args, node_rank=node.rank, nnodes=len(cluster.nodes),
+    return [RunSpec(run_id=run_id, image=image, args=tuple(args), node_rank=node.rank, nnodes=len(cluster.nodes),
                     master_addr=cluster.master_address, nproc_per_node=nproc_per_node or 0, gpu=cluster.use_gpu,
                     tpu=cluster.use_tpu, node_addrs=cluster.node_addrs, action=action, launched_at=launched_at,
                     run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
                     sync_seconds=sync_seconds, stats_file=stats_file, max_minutes=limit, stall_minutes=stall_minutes,
-                    env=tuple(env), shm_size=shm_size, **port)
+                    env=tuple(env), shm_size=shm_size, figures=dict(figures or {}), show=dict(show or {}), **port)
             for node in cluster.nodes]
 
 
@@ -266,19 +257,12 @@ def restart_preempted(api: NodeApi, cluster: Cluster, statuses: list[NodeStatus]
                 say(f"node {s.node.rank} {s.node.name}: {s.vm.lower()}, left off: run {s.spec.run_id} {ended}")
                 continue
             synced = ", its --sync folders back from the bucket" if s.spec.sync else ""
-            again = f"its command starts again as given{synced}" if s.spec.command else \
-                "the run resumes from its newest checkpoint"
+            again = f"its program starts again as given, in the same run folder{synced}"
             say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it (it bills "
                 f"while it runs); {again}")
             api.start(s.node)
             started.append(s.node)
     return started
-
-
-def describe_figures(step, figures: dict) -> str:
-    """The agent's figures (the newest stats.jsonl record's headline keys) as one line."""
-    parts = [f"step {step}"] + [text.format(figures[key]) for key, text in REPORTED_FIGURES.items() if key in figures]
-    return " | ".join(parts)
 
 
 def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
@@ -288,33 +272,6 @@ def active_runs(statuses: list[NodeStatus]) -> dict[str, list[NodeStatus]]:
         if status.up and status.report.state in ACTIVE_STATES and status.report.run:
             active.setdefault(status.report.run, []).append(status)
     return active
-
-
-def _records_newest_first(run_url: str):
-    """The run's stats.jsonl records, newest first; none when the bucket has no such file (yet)."""
-    import fsspec
-
-    try:
-        with fsspec.open(f"{run_url}/{STATS_FILE}", "r", **FRESH) as stats:
-            lines = stats.read().splitlines()
-    except (FileNotFoundError, OSError):
-        return
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            yield record
-
-
-def latest_pons_errors(run_url: str) -> tuple[int, dict[str, float]] | None:
-    """The newest evaluation in the run's stats.jsonl: (step, {set: MCTS weak error rate})."""
-    for record in _records_newest_first(run_url):
-        errors = eval_figures(record)
-        if errors:
-            return int(record.get(STEP_KEY, 0)), errors
-    return None
 
 
 ENDED_AS = {"exited": "ended: its program exited 0", "time-limit": "ended at its time limit",
@@ -340,24 +297,6 @@ def launch_ended(spec: RunSpec, now: float | None = None) -> str:
         return (f"reached its time limit ({spec.max_minutes:g} min, at "
                 f"{time.strftime('%H:%M UTC', time.gmtime(deadline))}) while the node was off")
     return ""
-
-
-def latest_arena(run_url: str) -> tuple[int, float, dict[str, dict[str, float]]] | None:
-    """The newest arena record in the run's stats.jsonl: (step, the newest checkpoint's Elo, {opponent: figures})
-    with figures as launch_contract.arena_key documents them (elo, wins, draws, losses, score, ...)."""
-    for record in _records_newest_first(run_url):
-        opponents = arena_figures(record)
-        if opponents and isinstance(record.get(f"{ARENA}/elo"), (int, float)):
-            return int(record.get(STEP_KEY, 0)), float(record[f"{ARENA}/elo"]), opponents
-    return None
-
-
-def describe_arena(step: int, rating: float, opponents: dict[str, dict[str, float]]) -> str:
-    """One line: the newest checkpoint's Elo and its W-D-L against each opponent, strongest first."""
-    ranked = sorted(opponents.items(), key=lambda item: -item[1].get("elo", 0.0))
-    results = "  ".join(f"{name} {f.get('wins', 0):.0f}-{f.get('draws', 0):.0f}-{f.get('losses', 0):.0f}"
-                        for name, f in ranked)
-    return f"Arena at step {step}: Elo {rating:.0f} (random = 0); W-D-L vs {results}"
 
 
 def run_ids(bucket_url: str) -> list[str]:

@@ -15,7 +15,6 @@ import time
 
 from launch_contract import (
     LAST_LINE_CHARS,
-    REPORTED_FIGURES,
     STEP_KEY,
     STEP_KEYS,
     RunSpec,
@@ -31,10 +30,20 @@ STATS_TAIL = 64 * 1024  # bytes of a stats file read: its newest records (a JSON
 MAX_REPORTED_STATS = 8  # numbers of a program's own stats a report carries (a guest attribute stays small)
 
 
+def record_numbers(record: dict) -> dict[str, float]:
+    """A record's numbers, in its order: those one level deep named a/b."""
+    numbers: dict[str, float] = {}
+    for key, value in record.items():
+        inner = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, number in inner:
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                numbers[f"{key}/{sub}" if sub else str(key)] = number
+    return numbers
+
+
 def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
     """(step, numbers) of the newest record in a program's own stats file: the whole text as one JSON object, else
-    the last line that is one (JSON lines). Numbers one level deep are named a/b; at most MAX_REPORTED_STATS, in
-    the file's order. The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
+    the last line that is one (JSON lines), all its numbers (record_numbers). The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
     record = None
     try:
         record = json.loads(text)
@@ -48,14 +57,9 @@ def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
                 break
     if not isinstance(record, dict):
         return None, {}
-    numbers: dict[str, float] = {}
-    for key, value in record.items():
-        inner = value.items() if isinstance(value, dict) else [("", value)]
-        for sub, number in inner:
-            if isinstance(number, (int, float)) and not isinstance(number, bool):
-                numbers[f"{key}/{sub}" if sub else str(key)] = number
+    numbers = record_numbers(record)
     step = next((int(numbers[k]) for k in STEP_KEYS if k in numbers), None)
-    return step, dict(list(numbers.items())[:MAX_REPORTED_STATS])
+    return step, numbers
 
 
 class RunOutputs:
@@ -102,18 +106,22 @@ class RunOutputs:
                 self.saw(newest, live=True)
         process.wait()
 
+    def named(self, numbers: dict) -> dict:
+        """The figures the launch names (RunSpec.figures), else the first MAX_REPORTED_STATS numbers."""
+        named = self.spec.figures or list(numbers)[:MAX_REPORTED_STATS]
+        return {key: numbers[key] for key in named if key in numbers}
+
     def progress(self) -> tuple[int | None, dict] | None:
         """(step, figures) the program wrote, or None when it wrote none (yet): the numbers of its own stats file
         (stats_file: stats_figures), else the newest record of the run's stats.jsonl (selfplay, a torchrun program;
-        rank 0's node) and its REPORTED_FIGURES. A stats file is read on the host when it lies in a --sync folder,
+        rank 0's node), each as named (RunOutputs.named). A stats file is read on the host when it lies in a --sync folder,
         else copied out of the container (docker cp)."""
         name = self.spec.stats_file
         if not name:
             record = newest_record(self.run_folder)
             if record is None:
                 return None
-            return int(record[STEP_KEY]), {k: record[k] for k in REPORTED_FIGURES
-                                           if isinstance(record.get(k), (int, float))}
+            return int(record[STEP_KEY]), self.named(record_numbers(record))
         for folder in self.spec.sync:
             if name.startswith(folder + "/"):
                 path = os.path.join(local_folder(self.run_folder, folder), name[len(folder) + 1:])
@@ -126,10 +134,11 @@ class RunOutputs:
                 except RuntimeError:
                     return None
             text, is_folder = _tar_member(self.docker.copy_out(self.container, posixpath.join(self.workdir, name)))
-        figures = stats_figures(text) if text else None
+        step, numbers = stats_figures(text) if text else (None, {})
+        figures = (step, self.named(numbers)) if text else None
         # what `gantry status` says instead of "no numbers yet", which a folder or a file of no JSON would be forever
         self.stats_problem = "is a folder, not a file" if is_folder else \
-            "holds no JSON object (--stats reads a JSON object or JSON lines)" if figures == (None, {}) else ""
+            "holds no JSON object (--stats reads a JSON object or JSON lines)" if text and not numbers else ""
         return figures
 
     # ---- the --sync folders ----

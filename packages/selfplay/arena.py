@@ -11,7 +11,7 @@ out. After the opening every player plays its own way (the networks deterministi
 One seed makes the whole arena reproducible.
 
 The result is written as one stats.jsonl record of kind "arena" (and the same keys to
-TensorBoard) through RunLog; its shape is documented in launch_contract.arena_key.
+TensorBoard) through RunLog; its shape is documented in selfplay.record_keys.arena_key.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from launch_contract import arena_key
 
 from . import elo
 from .games import Game, make_game
 from .players import RandomPlayer, baseline, network_player, random_moves
+from .record_keys import arena_key
 
 # How many earlier checkpoints each checkpoint plays (the arena's newest, and every rung of a ladder). One is the
 # least that links a run's checkpoints; two halves the noise of a ladder's late rungs, which beat every fixed
@@ -221,7 +221,7 @@ def format_table(r: ArenaResult) -> str:
 
 
 def summary(r: ArenaResult) -> dict[str, float]:
-    """The stats.jsonl / TensorBoard figures of one arena (shape: launch_contract.arena_key)."""
+    """The stats.jsonl / TensorBoard figures of one arena (shape: selfplay.record_keys.arena_key)."""
     rating, sd = r.ratings[r.newest]
     out = {"arena/elo": rating, "arena/elo_sd": sd, "arena/games": r.games, "arena/simulations": r.simulations}
     for p in r.opponents():

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from launch_contract import eval_key
 
 from .errors import SelfplayError
 from .games import ConnectFour
 from .mcts import BatchedMCTS, masked_softmax
+from .record_keys import eval_key
 
 # (file, name) in the order the README reports them: late game first, hardest last
 PONS_SETS = (

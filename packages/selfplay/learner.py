@@ -10,7 +10,6 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 import torch.nn.functional as F
-from launch_contract import LOSS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
@@ -19,6 +18,7 @@ from .distributed import DistInfo, to_cpu
 from .games import Game
 from .hardware import Precision
 from .model import build_model, value_units_firing, widen_input_planes
+from .record_keys import LOSS_KEY
 
 
 def lr_factor(progress: float, schedule: str, final_fraction: float) -> float:

@@ -4,10 +4,10 @@ session's clock against its budget (stats.py writes them and turns them into the
 from __future__ import annotations
 
 import numpy as np
-from launch_contract import LOSS_KEY, POSITIONS_PER_S_KEY
 
 from .actor_pool import ActorPool
 from .config import Config
+from .record_keys import LOSS_KEY, POSITIONS_PER_S_KEY
 from .replay import ReplayBuffer
 from .stats import SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY
 

@@ -14,7 +14,7 @@ import signal
 import time
 
 import torch
-from launch_contract import END_KIND, STATS_FILE
+from launch_contract import STATS_FILE
 
 from . import checkpoint
 from .arena import PeriodicArena
@@ -44,6 +44,7 @@ from .inference import actor_dtype, actor_numbers, pick_runtime
 from .learner import Learner
 from .metrics import MetricsWindow, budget_clock
 from .periodic_eval import PeriodicEval
+from .record_keys import END_KIND
 from .replay import ReplayBuffer
 from .rundir import RunDir
 from .self_play import SelfPlay

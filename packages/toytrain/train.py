@@ -23,7 +23,6 @@ import torch.distributed as dist
 from launch_contract import (
     KIND_KEY,
     LOCAL_RANK_ENV,
-    LOSS_KEY,
     RUN_DIR_ENV,
     STAGING_ENV,
     STATS_FILE,
@@ -52,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def train_record(step: int, loss: float, samples_per_s: float) -> dict:
     """One stats.jsonl line the node agent reports (launch_contract.newest_record)."""
-    return {KIND_KEY: TRAIN_KIND, STEP_KEY: step, "time": round(time.time(), 3), LOSS_KEY: loss,
+    return {KIND_KEY: TRAIN_KIND, STEP_KEY: step, "time": round(time.time(), 3), "loss": loss,
             "charts/samples_per_s": samples_per_s}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from launch_contract import END_KIND, eval_key
+from selfplay.record_keys import END_KIND, eval_key
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 from train_helpers import records, wait_for_steps
 

@@ -48,7 +48,8 @@ def test_a_flag_run_does_not_know_gets_runs_usage_and_the_hint_about_dashes(caps
     err = capsys.readouterr().err
     assert err.startswith("usage: gantry run [-h]"), err
     assert err.splitlines()[-1] == ("gantry run: error: unrecognized arguments: --search.simulations=100"
-                                    "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100")
+                                    "; the program's own flags go after --: gantry run [OPTIONS] -- "
+                                    "--search.simulations=100")
 
 
 @pytest.mark.parametrize("words", [["--gpus", "2"], ["--gpus=4", "--detach"]])

@@ -140,6 +140,69 @@ def test_a_run_carries_its_limit_environment_and_shared_memory_to_every_node(cli
     assert args[args.index("--shm-size") + 1] == "8g"
 
 
+GANTRY_YAML = """\
+command: python scripts/train_multi_gpu.py --gpus all
+check: python scripts/check_flags.py
+sync: [checkpoints]
+stats: checkpoints/stats.jsonl
+figures: {loss: "loss {:.3f}"}
+reports:
+  - {title: Eval error, keys: "eval/*/error", format: "{:.1%}"}
+"""
+CHECK_FLAGS = """\
+import sys
+bad = [a for a in sys.argv[1:] if a.startswith("--epochs=-")]
+if bad:
+    sys.exit(f"train: error: {bad[0]} must be a positive number of epochs")
+print("flags ok:", *sys.argv[1:])
+"""
+
+
+def commit(project: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (project / name).write_text(text)
+    git = ["git", "-C", str(project), "-c", "user.email=you@example.com", "-c", "user.name=you"]
+    for command in (["add", "."], ["commit", "-q", "-m", "gantry.yaml"]):
+        subprocess.run([*git, *command], check=True, capture_output=True, timeout=60)
+
+
+def test_a_project_declares_its_program_in_gantry_yaml_and_gets_what_the_kits_trainer_gets(cli, fake, world, registry,
+                                                                                          project):
+    """One path (#99): the command, its check before any node starts, its folders, stats and the lines status shows
+    come from the project's gantry.yaml, as the kit's trainer's come from the repository's."""
+    commit(project, {"gantry.yaml": GANTRY_YAML, "scripts/check_flags.py": CHECK_FLAGS})
+    registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
+    refused = cli("run", "--detach", "--run-id", "g1", "--project", str(project), "--", "--epochs=-1",
+                  environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR
+    assert refused.stderr.splitlines() == [
+        ("gantry: error: the program's check refuses the launch: --epochs=-1 must be a positive number of epochs. "
+        f"Nothing was started (`python scripts/check_flags.py --epochs=-1` in {project}; {project}/gantry.yaml).")]
+    assert nothing_started(fake, world)
+
+    result = cli("run", "--detach", "--run-id", "g1", "--project", str(project), "--sync", "logs", "--",
+                 "--epochs=3", environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert ("Command: python scripts/train_multi_gpu.py --gpus all --epochs=3, run as given in the image's working "
+            "directory on every node") in result.stdout and "(gantry.yaml's command)" in result.stdout
+    spec = specs(world)[0]
+    assert spec.command and spec.args == ("python", "scripts/train_multi_gpu.py", "--gpus", "all", "--epochs=3")
+    assert (spec.sync, spec.stats_file, spec.figures) == (("checkpoints", "logs"), "checkpoints/stats.jsonl",
+                                                          {"loss": "loss {:.3f}"})
+    run_url = f"{world['bucket']}/runs/g1"
+    world["gcs"].write(f"{sync_url(run_url, 0, 'checkpoints')}/stats.jsonl", (
+        b'{"epoch": 2, "loss": 0.9, "eval/easy/error": 0.1, "eval/hard/error": 0.4}\n{"epoch": 3, "loss": 0.5}\n'))
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
+            {"state": "running", "run": "g1", "node_rank": rank, "step": 3, "figures": {"epoch": 3, "loss": 0.5},
+             "detail": "", "heartbeat": int(time.time())})}
+    status = cli("status", environ=world["environ"])
+    assert status.status == ExitStatus.OK, status.output
+    assert "node 0: step 3 | loss 0.500" in status.stdout  # as its figures format it; the step once
+    assert "Eval error at step 2: easy 10.0%  hard 40.0%" in status.stdout  # the newest record that holds them
+
+
 def test_run_project_launches_the_image_of_the_projects_version_pinned_by_digest(cli, world, registry, project):
     digest = registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
     result = cli("run", "--detach", "--run-id", "p1", "--project", str(project), "--sync", "checkpoints", "--",
@@ -164,7 +227,7 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
 
 @pytest.mark.parametrize("words, line", [
     (["--project", "PROJECT/nope", "--", *COMMAND], "--project PROJECT/nope is not a folder. "),
-    (["--project", "PROJECT", "--", "--run.max_steps=5"], "--project PROJECT runs your own program, and none "),
+    (["--project", "PROJECT", "--", "--epochs=5"], "nothing to run: no command after -- and no gantry.yaml in PROJECT. "),
     (["--project", "PROJECT", "--", "python", "train.py"], "train.py is not a file in the project PROJECT. "),
     (["--project", "PROJECT", "--", "python3", "-u", "scripts/missing.py"], "scripts/missing.py is not a file in "),
     (["--project", "PROJECT", "--", "python", "../outside.py"], "../outside.py is not a file in the project "),
@@ -175,7 +238,6 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
     (["--sync", "/abs/checkpoints", "--", *COMMAND], "sync folder '/abs/checkpoints' must be a path inside the "),
     (["--sync", "../up", "--", *COMMAND], "sync folder '../up' must be a path inside the project"),
     (["--stats", "a/../../b.json", "--", *COMMAND], "stats file 'a/../../b.json' must be a path inside the project"),
-    (["--sync", "checkpoints"], "--sync and --stats are for your own program; "),
     (["--sync-every", "0", "--", *COMMAND], "--sync-every 0 is not a number of seconds. "),
     # what a node would refuse, or crash-loop on, refused here (#99)
     (["--project", "PROJECT", "--sync", "scripts/train_multi_gpu.py", "--", *COMMAND],
@@ -183,8 +245,6 @@ def test_run_project_refuses_a_version_the_registry_lacks_and_says_to_build_it(c
      "the program writes it in (--sync scripts).")),
     (["--sync", "ckpt", "--sync", "ckpt/best", "--", *COMMAND], "--sync ckpt/best and --sync ckpt overlap "),
     (["--run-id", "MyRun", "--", *COMMAND], "'MyRun' is not a run id (lowercase letters, digits, . _ -, "),
-    (["--config", "my-connect4.yaml"], "--config my-connect4.yaml is a file on this machine; the nodes have only "),
-    (["--config", "./configs/c4"], "--config ./configs/c4 is a file on this machine; "),
     (["--master-port", "80", "--", *COMMAND], ("--master-port 80 is not a port the program can listen on. Give a "
                                               "port from 1024 to 65535 (default 29500).")),
     (["--master-port", "70000", "--", *COMMAND], "--master-port 70000 is not a port the program can listen on. "),
@@ -288,7 +348,7 @@ def test_status_restarts_a_preempted_spot_node_of_a_command_run_and_says_it_bill
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]
     assert ("node 1 gantry-node-1: Spot VM TERMINATED during run c3: starting it (it bills while it runs); its "
-            "command starts again as given, its --sync folders back from the bucket") in result.stdout
+            "program starts again as given, in the same run folder, its --sync folders back from the bucket") in result.stdout
 
 
 def test_fetch_brings_each_nodes_sync_folders_home(cli, world, deployment):

@@ -9,31 +9,29 @@ import time
 
 import pytest
 from agent_helpers import wait_until
-from gantry import config, cost, runs
+from gantry import config, cost, program_file, runs, stats_reports
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.settings import Settings
 from launch_contract import (
-    DEFAULT_CONFIG,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     NNODES_ENV,
     NODE_RANK_ENV,
-    POSITIONS_PER_S_KEY,
     RUN_DIR_ENV,
     RUN_ID_RULE,
     RunSpec,
-    arena_key,
-    eval_key,
     newest_record,
 )
 from launcher_helpers import needs_terraform
 from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items, trainer_stats
+from selfplay.record_keys import DEFAULT_CONFIG, arena_key, eval_key
 from toytrain.train import train_record
 
 pytestmark = [pytest.mark.terraform, needs_terraform]
 NAMES = ["gantry-node-0", "gantry-node-1"]
+KIT = program_file.load(program_file.KIT_ROOT)  # the kit's trainer, as the repository's gantry.yaml declares it
 
 
 
@@ -56,7 +54,7 @@ def running_report(run: str, rank: int, step: int) -> dict[str, str]:
 
 
 def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(cli, fake, world):
-    result = cli("run", "--detach", "--run-id", "r1", "--config", "tictactoe", "--", "--run.max_steps=50",
+    result = cli("run", "--detach", "--run-id", "r1", "--", "--config", "tictactoe", "--run.max_steps=50",
                  environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]  # node 1 was TERMINATED (idle shutdown): started first
@@ -71,7 +69,9 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
         specs.append(spec)
     assert specs[0].master_addr == specs[1].master_addr == "10.128.0.2"
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
-    assert specs[0].args == ("--config", "tictactoe", "--run.max_steps=50")  # the run's folder: the spec's run_dir
+    # the kit's trainer is a command as any: gantry.yaml's, the flags after -- appended; its figures as it names them
+    assert specs[0].command and specs[0].args == (*KIT.command, "--config", "tictactoe", "--run.max_steps=50")
+    assert specs[0].figures == KIT.figures and specs[0].show == KIT.show
     assert specs[0].run_dir == f"{world['bucket']}/runs/r1"
     # every launch has the default limit, kept by the agents, whatever runs; the trainer's flags are its own
     assert specs[0].max_minutes == DEFAULT_RUN_MAX_MINUTES and specs[0].deadline is not None
@@ -121,14 +121,14 @@ def test_resume_refuses_a_net_the_buckets_checkpoint_does_not_fit_before_startin
     assert refused.status == ExitStatus.ERROR, refused.output
     shipped = trainer_config().model.channels
     assert refused.stderr.strip().splitlines() == [(
-        f"gantry: error: the trainer refuses its settings: checkpoint {run_url}/{name} was trained with "
+        f"gantry: error: the program's check refuses the launch: checkpoint {run_url}/{name} was trained with "
         f"model.channels=8 but this run asks for model.channels={shipped}: resume it with --model.channels=8, or a "
-        "new run.dir to start fresh. Nothing was started.")]
+        f"new run.dir to start fresh. Nothing was started (`{' '.join(KIT.check)}` in {KIT.folder}; {KIT.path}).")]
     assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
 
     resumed = cli("run", "--detach", "--resume", "r1", "--", "--model.channels=8", environ=world["environ"])
     assert resumed.status == ExitStatus.OK, resumed.output
-    assert (f"Run directory: {run_url}; the trainer resumes from {name} at step 20, its game and net checked"
+    assert (f"Run directory: {run_url}; its check: resumes from {name} at step 20, its game and net checked"
             in resumed.stdout)
     assert RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"]).args[-1] == "--model.channels=8"
 
@@ -163,27 +163,27 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
         assert {k: env[k] for k in (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, RUN_DIR_ENV)} == {
             NNODES_ENV: "2", NODE_RANK_ENV: str(rank), MASTER_ADDR_ENV: "10.128.0.2", MASTER_PORT_ENV: "29500",
             RUN_DIR_ENV: run_dir}
-    selfplay = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
-    selfplay = RunSpec(**{**selfplay.__dict__, "torchrun": False, "args": ("--config", "connect4")})
-    assert "--entrypoint" not in docker_run_args(selfplay, "/runs", Settings({}))  # the image's entry point
+    entry = RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"])
+    entry = RunSpec(**{**entry.__dict__, "torchrun": False, "args": ("--config", "connect4")})
+    assert "--entrypoint" not in docker_run_args(entry, "/runs", Settings({}))  # neither: the image's entry point
 
 
 @pytest.mark.parametrize("words, problem", [
-    (["--config", "tictactoe", "--", "-m", "toytrain.train"], "--config is a selfplay trainer flag"),
     (["--"], "the command after -- is empty"),
     (["--", "-m"], "-m names no module"),
     (["--", "-m", "--steps=5"], "-m names no module"),
     (["--image", "IMAGE", "--", "-m", "mypkg.train"], "is not in the registry"),
-    (["--", "-m", "toytrain.trian"], "no module toytrain.trian in the trainer image"),
-    (["--", "-m", "mypkg.train"], "no module mypkg.train in the trainer image"),
-    # the selfplay trainer's own refusals, asked of it on the laptop (`python -m selfplay check`)
-    (["--config", "chess"], ("the trainer refuses its settings: config 'chess' is neither a file nor a packaged "
-                            "config: choose one of connect4, tictactoe")),
-    (["--", "--search.simulations=abc"], ("the trainer refuses its settings: search.simulations='abc' must be an "
-                                         "integer")),
-    (["--config", "tictactoe", "--", "--serch.simulations=5"], "the trainer refuses its settings: "),
+    (["--", "-m", "toytrain.trian"], "no module toytrain.trian in the kit's image"),
+    (["--", "-m", "mypkg.train"], "no module mypkg.train in the kit's image"),
+    # the kit's trainer's own refusals, by the check its gantry.yaml names, on the laptop
+    (["--", "--config", "chess"], ("the program's check refuses the launch: --config chess is not a packaged "
+                                  "config; a node's image holds only the packaged configs (connect4, tictactoe)")),
+    (["--", "--config", "my.yaml"], "the program's check refuses the launch: --config my.yaml is not a packaged"),
+    (["--", "--search.simulations=abc"], ("the program's check refuses the launch: search.simulations='abc' must "
+                                         "be an integer")),
+    (["--", "--config", "tictactoe", "--serch.simulations=5"], "the program's check refuses the launch: "),
     # every field is checked from its declaration (#42): a seed numpy refuses never reaches a node
-    (["--", "--run.seed=-1"], "the trainer refuses its settings: run.seed=-1 must be in 0..4294967295"),
+    (["--", "--run.seed=-1"], "the program's check refuses the launch: run.seed=-1 must be in 0..4294967295"),
 ])
 def test_run_refuses_a_bad_program_in_one_line_before_touching_a_node(cli, fake, world, registry, words, problem):
     words = [w.replace("IMAGE", f"{registry.host}/demo-project/gantry/mine:v1") for w in words]
@@ -200,7 +200,7 @@ def test_status_of_your_own_program_shows_its_step_and_no_pons(cli, world, tmp_p
         vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
             {"state": "running", "run": "r1", "node_rank": rank, "step": None, "figures": {}, "detail": ""})}
     waiting = cli("status", environ=world["environ"])
-    assert 'master: no "kind": "train" record with a "step" in the program\'s stats.jsonl' in waiting.stdout
+    assert 'node 0: no "kind": "train" record with a "step" in the program\'s stats.jsonl' in waiting.stdout
     # the agent's report, as it reads it from the program's own records
     (tmp_path / "stats.jsonl").write_text(json.dumps(train_record(12, 0.25, 900.0)) + "\n")
     record = newest_record(str(tmp_path))
@@ -210,7 +210,7 @@ def test_status_of_your_own_program_shows_its_step_and_no_pons(cli, world, tmp_p
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert result.stdout.splitlines()[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "12"]
-    assert "master: step 12 | loss 0.250" in result.stdout
+    assert "node 0: step 12 | losses/total 0.25" in result.stdout  # no gantry.yaml: its numbers as named
     assert "Pons" not in result.stdout and "no \"kind\"" not in result.stdout
 
 
@@ -229,7 +229,8 @@ def test_a_second_run_does_not_silently_replace_the_one_in_progress(cli, fake, w
     assert RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"]).run_id == "r2"
 
 
-def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
+def test_status_shows_each_node_and_the_kit_trainers_figures_and_pons_errors_as_its_gantry_yaml_names_them(cli, world):
+    assert cli("run", "--detach", "--run-id", "r1", environ=world["environ"]).status == ExitStatus.OK
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
@@ -244,24 +245,25 @@ def test_status_shows_each_node_and_the_latest_pons_errors(cli, world):
     assert lines[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "680"]
     assert lines[2].split()[:5] == ["1", "gantry-node-1", "running", "r1", "681"]
     assert "3" in lines[1].split()[5] and lines[1].split()[6:] == ["ago", "0m", "-"]
-    assert "master: step 680 | games 2,100 | loss 1.200" in result.stdout
+    assert "node 0: step 680 | games 2,100 | loss 1.200" in result.stdout
     assert "Pons MCTS weak errors at step 600: Begin-Easy 5.0%  Middle-Medium 12.0%" in result.stdout
 
 
 def test_status_prices_a_million_positions_at_the_masters_pace(cli, world, deployment):
     """What a node shape costs per unit of work, measured on the node rented: C4 and N1 + T4 compare by it."""
     deployment.write(cpu_machine_type="c4-highcpu-8")
+    assert cli("run", "--detach", "--run-id", "r1", environ=world["environ"]).status == ExitStatus.OK
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680)
     report = json.loads(world["vms"][0]["guestAttributes"]["gantry/agent"])
-    report["figures"][POSITIONS_PER_S_KEY] = 1500.0
+    report["figures"][KIT.show["pace"]["key"]] = 1500.0
     world["vms"][0]["guestAttributes"]["gantry/agent"] = json.dumps(report)
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     hourly = cost.estimate(config.load(deployment.tfvars)).node_hourly
     dollars = hourly / (1500.0 * 3600) * 1e6
-    line = (f"master: ${dollars:.3f} per million self-play positions (1,500 positions/s on the master at "
+    line = (f"node 0: ${dollars:.3f} per million self-play positions (1,500 self-play positions/s on node 0 at "
             f"${hourly:.3f}/h a node, list price)")
     assert line in result.stdout, result.stdout
     assert dollars > 0.01  # a c4-highcpu-8 costs cents per million positions at that pace, not fractions of one
@@ -276,23 +278,25 @@ def arena_record(elo: float, results: dict[str, tuple[int, int, int, float]]) ->
     return figures
 
 
-def test_status_shows_the_latest_arena_and_latest_arena_reads_the_newest_record(cli, world, tmp_path):
+def test_status_shows_the_latest_arena_from_the_newest_record_that_holds_it(cli, world, tmp_path):
+    assert cli("run", "--detach", "--run-id", "r1", environ=world["environ"]).status == ExitStatus.OK
     for rank, vm in enumerate(world["vms"]):
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
     run_url = f"{world['bucket']}/runs/r1"
-    assert runs.latest_arena(run_url) is None  # no stats.jsonl yet
+    assert list(stats_reports.records_newest_first(f"{run_url}/stats.jsonl")) == []  # no stats.jsonl yet
     with trainer_stats(run_url, world["staging"]) as stats:
         stats.record(300, arena_record(150.0, {"random": (40, 0, 10, 0.0)}), kind="arena")
         stats.record(600, arena_record(812.4, {"random": (50, 0, 0, 0.0), "mcts1000": (20, 10, 20, 790.0),
                                                "step-300": (30, 5, 15, 640.0)}), kind="arena")
         stats.record(680, {"charts/step": 680})
-    step, elo, opponents = runs.latest_arena(run_url)
-    assert (step, elo) == (600, 812.4) and set(opponents) == {"random", "mcts1000", "step-300"}
-    assert opponents["mcts1000"]["draws"] == 10 and opponents["random"]["score"] == 1.0
+    records = list(stats_reports.records_newest_first(f"{run_url}/stats.jsonl"))
+    assert stats_reports.newest_report(records, "arena/*/draws") == (600, {"random": 0, "mcts1000": 10,
+                                                                           "step-300": 5})
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
-    assert ("Arena at step 600: Elo 812 (random = 0); W-D-L vs mcts1000 20-10-20  step-300 30-5-15  random 50-0-0"
+    assert "Arena Elo (random = 0) at step 600: 812\n" in result.stdout
+    assert ("Arena score (wins + draws/2) per opponent at step 600: mcts1000 0.50  random 1.00  step-300 0.65"
             in result.stdout)
 
 
@@ -402,8 +406,8 @@ def test_status_restarts_a_preempted_spot_node_so_the_run_resumes(cli, fake, wor
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]  # instances.start through the real client
-    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run r1: starting it (it bills while it runs); the run "
-            "resumes from its newest checkpoint") in result.stdout
+    assert ("node 1 gantry-node-1: Spot VM TERMINATED during run r1: starting it (it bills while it runs); its "
+            "program starts again as given, in the same run folder") in result.stdout
     assert result.stdout.splitlines()[3].split()[:4] == ["1", "gantry-node-1", "running", "r1"]
     # Same spec, same launch: the agent that boots starts the trainer on --run.dir again (it resumes there).
     assert RunSpec.from_json(metadata_items(world["vms"][1])["gantry-run"]).action == "start"
@@ -496,8 +500,8 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     google.join(timeout=10)
     assert result.status == ExitStatus.OK, result.output
     assert fake.started == ["gantry-node-1"]
-    assert ("Spot VM TERMINATED during run r10: starting it (it bills while it runs); the run resumes from its newest "
-            "checkpoint") in result.stdout
+    assert ("Spot VM TERMINATED during run r10: starting it (it bills while it runs); its program starts again as "
+            "given, in the same run folder") in result.stdout
     assert "Run r10 finished on every node." in result.stdout
 
 
@@ -508,8 +512,10 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
 ])
 def test_every_launch_gets_the_default_time_limit_and_the_trainer_flags_stay_its_own(flags, limit, expected):
     cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
-    spec = runs.launch_specs(cluster, "r1", "img", flags, run_url="gs://b/runs/r1", max_minutes=limit)[0]
-    assert spec.args == ("--config", "connect4", *flags)
+    words = [*KIT.command, *flags]
+    spec = runs.launch_specs(cluster, "r1", "img", words, run_url="gs://b/runs/r1", max_minutes=limit,
+                             command=True)[0]
+    assert spec.args == tuple(words)
     assert spec.max_minutes == expected and (spec.deadline is None) == (expected == 0)
 
 

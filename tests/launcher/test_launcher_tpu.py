@@ -55,7 +55,7 @@ def test_run_starts_the_stopped_tpu_node_and_patches_the_spec_into_its_metadata_
     status = cli("status", environ=tpu["environ"])
     assert status.status == ExitStatus.OK, status.output
     assert status.stdout.splitlines()[1].split()[:5] == ["0", "gantry-node-0", "running", "t1", "42"]
-    assert "master: step 42 | loss 1.250" in status.stdout
+    assert "node 0: step 42 | loss 1.250" in status.stdout  # as the kit's gantry.yaml formats it
     assert any(r.endswith(":getGuestAttributes") for r in apis.requests)
 
     tpu["node"]["state"] = "REPAIRING"  # the TPU's own state shows while it is not READY

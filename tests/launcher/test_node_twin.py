@@ -27,10 +27,11 @@ from contextlib import ExitStack
 import pytest
 from agent_helpers import wait_until
 from gantry.status import ExitStatus
-from launch_contract import END_KIND, ENDED, KIND_KEY, STATS_FILE, EndRecord, RunSpec
+from launch_contract import ENDED, KIND_KEY, STATS_FILE, EndRecord, RunSpec
 from launcher_helpers import needs_terraform
 from node_twin import NOT_IN_THE_TWIN, OWN_PROJECT_MARK, REPO, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
+from selfplay.record_keys import END_KIND
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
               pytest.mark.timeout(1800)]
@@ -116,8 +117,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
 
         phase("both nodes booted")
         port = str(free_port())
-        started = gantry("run", "--detach", "--run-id", "twin", "--config", "connect4", "--master-port", port,
-                      "--", *TRAINER, environ=environ)
+        started = gantry("run", "--detach", "--run-id", "twin", "--master-port", port,
+                         "--", "--config", "connect4", *TRAINER, environ=environ)  # the kit's gantry.yaml's command
         assert started.status == ExitStatus.OK, started.output
         wait_until(lambda: all(n.report().get("state") == "running" for n in nodes), timeout=300,
                    what=f"both agents to run the trainer; node 0's agent said:\n{nodes[0].agent_output()[-3000:]}")
@@ -136,7 +137,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         row0, row1 = status.stdout.splitlines()[1:3]
         assert row0.split()[:4] == ["0", "gantry-node-0", "running", "twin"] and int(row0.split()[4]) > 0
         assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"]
-        assert re.search(r"Begin-Hard \d+\.\d%", status.stdout) and "master: step" in status.stdout
+        assert re.search(r"Begin-Hard \d+\.\d%", status.stdout) and "node 0: step" in status.stdout
         assert "launch: node 0/2" in gantry("logs", environ=environ).stdout
 
         # a second make run-gcp does not silently replace the run in progress
@@ -188,8 +189,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
         # trainer the launch's deadline, and it plans its own end before it
         monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
-        resumed = gantry("run", "--detach", "--resume", "twin", "--config", "connect4", "--master-port", port,
-                         "--", *TRAINER, environ=environ)
+        resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port,
+                         "--", "--config", "connect4", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
         assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
         wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
@@ -267,7 +268,7 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
                         what=f"status to show the program's step; node 0 said:\n{nodes[0].output()[-3000:]}"
                              f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
     assert 0 < int(status.stdout.splitlines()[1].split()[4]) <= steps
-    assert "master: step" in status.stdout and "| loss " in status.stdout
+    assert "node 0: step" in status.stdout and "| loss " in status.stdout
     assert "Pons" not in status.stdout  # the selfplay trainer's figures are not this program's
 
     wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=300, interval=2,

@@ -165,7 +165,7 @@ RULES: list[tuple[str, Here | Proven]] = [
                                                      "test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
     (r"^make run-gcp$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
-    (r"^make run-gcp 'ARGS=--config tictactoe --detach -- ", Proven(
+    (r"^make run-gcp 'ARGS=--detach -- --config tictactoe ", Proven(
         f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
     (r"^make run-gcp 'ARGS=(--image \S+ )?-- -m |^make run-gcp 'ARGS=\[--image IMAGE\] -- -m ", Proven(
         f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_dir")),
@@ -180,7 +180,7 @@ RULES: list[tuple[str, Here | Proven]] = [
                                                       "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
     (r"^make run-gcp PROJECT=", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
                                        "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
-    (r"^make status$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_latest_pons_errors")),
+    (r"^make status$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_kit_trainers_figures_and_pons_errors_as_its_gantry_yaml_names_them")),
     (r"^make logs( ARGS=--follow)?$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                              "test_logs_reads_the_masters_serial_port_and_follows_from_offsets")),
     (r"^make stop( ARGS=-y)?$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_stop_sets_action_stop_on_every_started_node")),
@@ -229,7 +229,7 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^gcloud compute (project-info|regions) describe ", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
                                                                   "test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it")),
     (r"^gcloud compute instances get-guest-attributes ", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
-                                                                "test_status_shows_each_node_and_the_latest_pons_errors")),
+                                                                "test_status_shows_each_node_and_the_kit_trainers_figures_and_pons_errors_as_its_gantry_yaml_names_them")),
     (r"^gcloud compute instances get-serial-port-output ", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                                                   "test_logs_reads_the_masters_serial_port_and_follows_from_offsets")),
     (r"^gcloud compute ssh .*--tunnel-through-iap", STANDIN),  # infra/tests/plan_cpu.tftest.hcl: the IAP rule
@@ -266,7 +266,7 @@ VERB_RUNS: dict[str, Here | Proven] = {
     "gantry push": TWIN,
     "gantry run": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                          "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys"),
-    "gantry status": Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_latest_pons_errors"),
+    "gantry status": Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_kit_trainers_figures_and_pons_errors_as_its_gantry_yaml_names_them"),
     "gantry logs": Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                           "test_logs_reads_the_masters_serial_port_and_follows_from_offsets"),
     "gantry stop": Proven(f"{LAUNCHER}/test_launcher_runs.py::test_stop_sets_action_stop_on_every_started_node"),

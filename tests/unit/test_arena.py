@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from launch_contract import arena_figures, arena_key
 from selfplay import arena, elo
 from selfplay.games import ConnectFour, TicTacToe
 from selfplay.players import MinimaxPlayer, RandomPlayer, baseline
+from selfplay.record_keys import arena_figures, arena_key
 from selfplay.stats import RunLog
 
 

@@ -1,4 +1,4 @@
-"""Every Python name the docs send a reader to (`launch_contract.arena_key`, `gantry.cli.apply`) exists: a renamed
+"""Every Python name the docs send a reader to (`launch_contract.RunSpec`, `gantry.cli.apply`) exists: a renamed
 or moved function breaks this test, not a reader's search (README.md, bench/RESULTS.md, docs/*.md)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ NAME = re.compile(rf"`((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)`")
 
 def named() -> list[tuple[str, str]]:
     return sorted({(path.relative_to(ROOT).as_posix(), name) for path in DOCS for name in NAME.findall(path.read_text())
-                   if not name.endswith(".py")})  # a file name (`launch_contract.py`), not an object
+                   if not name.endswith((".py", ".yaml"))})  # a file (`launch_contract.py`, `gantry.yaml`), not an object
 
 
 def resolve(name: str) -> object:

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from launch_contract import eval_key
 from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, picture_path, plot
+from selfplay.record_keys import eval_key
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 from test_readme import BENCH_RESULT
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from launch_contract import eval_key
 from selfplay.config import Config
 from selfplay.metrics import budget_clock
+from selfplay.record_keys import eval_key
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP, clock, progress_line
 
 WINDOW = {"charts/step": 1650, "selfplay/games": 12500, "charts/positions_per_s": 518.0,

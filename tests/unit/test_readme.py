@@ -89,7 +89,7 @@ def _regex_of(line: str) -> re.Pattern:
 
 
 def test_readme_progress_line_is_one_the_trainer_prints():
-    from launch_contract import eval_key
+    from selfplay.record_keys import eval_key
     from selfplay.stats import EVAL_MINUTE, EVAL_STEP, progress_line
 
     samples = [line for block in code_blocks(readme()) for line in block.splitlines() if line.startswith("step ")]

@@ -49,7 +49,7 @@ The journey, one make target per step:
   make apply        preflight, then terraform init + apply of infra/       (starts billing)
   make build-train  build the trainer image and push it to the deployment's registry
   make run-gcp      start a run on every node, then follow it              (Ctrl-C detaches)
-  make status       per-node state, step, Pons errors  (make logs / make stop / make fetch RUN=...)
+  make status       per-node state, step, last line, figures  (make logs / make stop / make fetch RUN=...)
   make destroy      terraform destroy, then list anything still billing   (stops billing)
 """
 
@@ -60,7 +60,7 @@ examples:
   gantry apply                          # create it (nodes bill until destroy)
   gantry build                          # build the image and push it to the deployment's repository
   gantry run --max-minutes 60           # train on every node for an hour; Ctrl-C detaches, the run goes on
-  gantry fetch RUN_ID                   # checkpoints, stats.jsonl and TensorBoard events into runs/RUN_ID
+  gantry fetch RUN_ID                   # the run's folder and each node's --sync folders into runs/RUN_ID
   gantry destroy -y                     # remove it without asking; the run data bucket is kept
 """
 

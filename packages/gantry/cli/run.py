@@ -8,7 +8,6 @@ from pathlib import Path
 
 from launch_contract import (
     DEADLINE_ENV,
-    DEFAULT_CONFIG,
     DEFAULT_MASTER_PORT,
     DEFAULT_SYNC_SECONDS,
     KIND_KEY,
@@ -27,7 +26,7 @@ from launch_contract import (
     sync_url,
 )
 
-from gantry import config, images, nodes, programs, projects, registry, runs, trainer_check
+from gantry import config, images, nodes, program_file, programs, projects, registry, runs
 from gantry.cli.follow import follow
 from gantry.config import MAX_MINUTES_FLAG
 from gantry.errors import GantryError
@@ -36,32 +35,34 @@ from gantry.status import ExitStatus
 NAME = "run"
 HELP = "start a training run (or your own command) on every node, rendezvous wired, then follow it; Ctrl-C detaches"
 DESCRIPTION = f"""\
-Start the trainer on every node of the deployment. The trainer checks its --config and the flags after --
-on this machine first (python -m selfplay check), and a refusal starts nothing; then the image is looked up in the registry
-(REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as `make build-train` pushed it) and the nodes are
-pinned to its digest; stopped nodes are started (they bill while RUNNING); then each node's
-instance metadata gets the run spec (run id, image, trainer flags, its node rank, the master's
-address, every node's address). The node agents pull the image and start the containers; torchrun meets at node 0.
-Checkpoints, stats.jsonl and TensorBoard events go to gs://BUCKET/runs/RUN_ID.
+Start a program on every node of the deployment: the command after --, or, when only flags follow -- (or nothing),
+the program the project's {program_file.FILE_NAME} declares with those flags appended: the kit's own trainer is
+declared so in the repository's {program_file.FILE_NAME}, a project of yours (--project DIR) in its own. The file's
+check, if it names one, runs on this machine first with the same flags, and a refusal starts nothing; then the image is looked up in the registry (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with
+use_tpu, as `make build-train` pushed it; your project's with --project) and the nodes are pinned to its digest;
+stopped nodes are started (they bill while RUNNING); then each node's instance metadata gets the run spec (run id,
+image, the program, its node rank, the master's address, every node's address). The node agents pull the image and
+start the containers.
 
 A run already in progress is not replaced unless you say so (--replace, or yes at the prompt):
 replacing it stops it with a final checkpoint.
 
 Then it follows the run (node states, the master's output) until the run ends or you press
 Ctrl-C: the run keeps going without your laptop; `make status` and `make logs` pick it up again.
-A run with the same id resumes from its newest checkpoint in the bucket (--resume names a run the bucket holds;
-that checkpoint is read here first, and a net or game it does not fit is refused before a node starts).
+A run with the same id gets the same folder back (--resume names a run the bucket holds; the check then gets that
+folder in {RUN_DIR_ENV}, as a node gives it: the kit's trainer reads its newest checkpoint here first and refuses a
+net it does not fit before a node starts).
 
-Your own trainer: after -- put `-m MODULE ARGS` (or `SCRIPT.py ARGS`) and each node runs
-`torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS` in the image
-(yours with --image, or the trainer image, which holds every package under packages/). Any other first word
+After --, `-m MODULE ARGS` (or `SCRIPT.py ARGS`) runs under torchrun on each node
+(`torchrun --nnodes --node-rank --master-addr --master-port --nproc-per-node -m MODULE ARGS`, in your image with
+--image or --project, else the kit's image, which holds every package under packages/). Any other first word
 (python, bash, ./run.sh, accelerate) is a plain command, run as given in the image's working directory on every
 node. Either gets {NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, the GANTRY_NODE_RANK /
 GANTRY_NUM_NODES / GANTRY_NODE_IPS / GANTRY_GPUS_PER_NODE names, {RUN_DIR_ENV} (the bucket folder) and
 {STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records, or
-the --stats FILE you name, is what status shows.
+the --stats FILE you name, is what status shows (the numbers {program_file.FILE_NAME}'s figures name, else the first).
 
-Every launch, the trainer's or yours, has a time limit ({MAX_MINUTES_FLAG}, 240 minutes unless you say; 0 removes it),
+Every launch has a time limit ({MAX_MINUTES_FLAG}, 240 minutes unless you say; 0 removes it),
 counted from the launch and kept by each node's agent: it stops the program then (SIGTERM, the grace to checkpoint,
 the last copy of its --sync folders) and records the end in the bucket, as it does when the program exits 0 or is
 stopped, so no later `make status` or `make run-gcp` starts those nodes again. The program sees the moment in
@@ -75,8 +76,8 @@ writes its Dockerfile), the folder at {PROJECT_ROOT}, its WORKDIR.
 brings it home) and gives it back to a restarted node.
 
 examples:
-  gantry run                                        # connect4, the image make build-train pushed
-  gantry run --config tictactoe -- --run.max_steps=200
+  gantry run                                        # the kit's trainer (gantry.yaml), the image make build-train pushed
+  gantry run --project ../my-trainer -- --epochs 3   # the command its gantry.yaml declares, these flags added
   gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
   gantry run -- -m toytrain.train --steps 200         # your own torchrun program (packages/toytrain)
@@ -86,8 +87,6 @@ examples:
 """
 
 
-# A flag gantry run does not know is most often the trainer's, given without the -- that passes it on.
-DASHES_HINT = "; trainer flags go after --: gantry run [OPTIONS] -- --search.simulations=100"
 GPUS_PER_NODE = "accelerator_count"  # infra/variables.tf: the GPUs of each node (use_gpu = true)
 
 
@@ -97,14 +96,14 @@ def unknown_hint(unknown: list[str]) -> str:
         return (f"; the GPUs per node are the deployment's: set use_gpu = true and {GPUS_PER_NODE} = N in "
                 f"infra/terraform.tfvars, then `make apply`; your program's own flags go after --: gantry run "
                 f"[OPTIONS] -- python train.py --gpus all")
-    return DASHES_HINT
+    # a flag gantry run does not know is most often the program's, given without the -- that passes it on
+    return f"; the program's own flags go after --: gantry run [OPTIONS] -- {' '.join(unknown)}"
 
 
 UNKNOWN_HINT = unknown_hint
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", default=None, help=f"selfplay trainer config (default: {DEFAULT_CONFIG})")
     parser.add_argument("--image", default="", help="trainer image in a registry the nodes can pull from "
                         "(default: REPOSITORY/gantry-trainer:cpu, :cuda with use_gpu, :tpu with use_tpu); pinned to its "
                         "digest")
@@ -139,41 +138,34 @@ def add_arguments(parser) -> None:
                         "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
-    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="trainer flags after --, e.g. -- "
-                        "--run.max_steps=100; or your own program: -- -m PACKAGE.MODULE ARGS, -- SCRIPT.py ARGS "
-                        "(under torchrun) or -- COMMAND ARGS (run as given)")
+    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="after --: flags for the program "
+                        f"{program_file.FILE_NAME} declares (-- --epochs 3), or a "
+                        "program: -m PACKAGE.MODULE ARGS, SCRIPT.py ARGS (under torchrun) or COMMAND ARGS (as given)")
 
 
 def run(args, env) -> ExitStatus:
-    program = programs.classify(args.trainer_args)  # before any call: bad words cost nothing
-    if program is not None and args.config is not None:
-        raise GantryError(f"--config is a selfplay trainer flag; your {program.kind} takes its own flags",
-                          f"Drop --config, or put your program's own flags after -- {' '.join(program.words[:2])}.")
-    check_config(args.config)
-    sync, stats_file = check_outputs(args, program)
+    program, declared = programs.resolve(args.trainer_args, args.project)  # before any call: bad words cost nothing
+    sync, stats_file = check_outputs(args, program, declared)
     limits = programs.check_launch(args.max_minutes, args.stall_minutes, args.env, args.shm_size, args.master_port,
                                    args.nproc_per_node)
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
-    trainer_args = list(program.words) if program is not None else [a for a in args.trainer_args if a != "--"]
-    # the trainer judges its own flags here, so that a typo costs a second, not a started node and a crash loop
-    if program is None:
-        trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, trainer_args)
-    elif program.torchrun and not args.image and args.project is None:  # the trainer image: the laptop holds its
-        trainer_check.check_program(list(program.words))  # packages; an image of your own it cannot see
+    # the program judges its own flags here, so that a typo costs a second, not a started node and a crash loop
+    if declared is not None:
+        program_file.run_check(declared, programs.flags_of(args.trainer_args))
+    elif program.torchrun and not args.image and args.project is None:  # the kit's image: the laptop holds its
+        program_file.check_module(list(program.words))  # packages; an image of your own it cannot see
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     image = pinned_image(args, cluster)
     check_nothing_runs(api, cluster, run_id, args, env)
     run_url = cluster.run_url(run_id, env.environ)
-    resumes = ""
+    checked = ""
     if args.resume:
         check_resumable(cluster, run_id, env)
-        if program is None:  # a net the checkpoint does not fit is refused here, not on a node that bills
-            resumes = trainer_check.check_selfplay(args.config or DEFAULT_CONFIG, ["--resume", *trainer_args],
-                                                   run_url=run_url)
+        if declared is not None:  # given the run's folder, as a node gives it: what it resumes from is read here
+            checked = program_file.run_check(declared, programs.flags_of(args.trainer_args), run_url=run_url)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
-            f"image {image}", f"Run directory: {run_url}" + (f"; the trainer {resumes}" if resumes else ""))
-    if program is not None:
-        env.say(program.describe(run_url))
+            f"image {image}", f"Run directory: {run_url}" + (f"; its check: {checked}" if checked else ""))
+    env.say(program.describe(run_url) + (f" ({declared.path.name}'s command)" if declared is not None else ""))
     env.say(time_limit(args, limits["max_minutes"]))
     if args.stall_minutes:
         env.say(f"Stall limit: a node whose program prints no new line and writes no new stats for "
@@ -187,11 +179,12 @@ def run(args, env) -> ExitStatus:
         env.say(f"Stats: each node's agent reads {stats_file} (a JSON object or JSON lines); `make status` shows "
                 "its numbers")
     api.ensure_running(env.say)
-    specs = runs.launch_specs(cluster, run_id, image, trainer_args, run_url=run_url,
-                              config=args.config or DEFAULT_CONFIG, master_port=args.master_port,
-                              nproc_per_node=args.nproc_per_node, torchrun=bool(program and program.torchrun),
-                              command=bool(program and program.command), sync=sync, sync_seconds=args.sync_every,
-                              stats_file=stats_file, **limits)
+    specs = runs.launch_specs(cluster, run_id, image, list(program.words), run_url=run_url,
+                              master_port=args.master_port, nproc_per_node=args.nproc_per_node,
+                              torchrun=program.torchrun, command=program.command, sync=sync,
+                              sync_seconds=args.sync_every, stats_file=stats_file,
+                              figures=declared.figures if declared else {}, show=declared.show if declared else {},
+                              **limits)
     for node, spec in zip(cluster.nodes, specs):
         api.write_spec(node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
@@ -201,22 +194,18 @@ def run(args, env) -> ExitStatus:
     return follow(api, cluster, run_id, env, args.interval)
 
 
-def check_outputs(args, program) -> tuple[tuple[str, ...], str]:
-    """--project, --sync, --sync-every and --stats, judged before anything is asked of Google."""
-    if args.project is not None:
-        if args.image:
-            raise GantryError("--project and --image both name the image", "Drop one of them: --project runs the "
-                              "image `make build-train PROJECT=DIR` pushed.")
-        programs.check_project(args.project, program)
-    if (args.sync or args.stats) and program is None:
-        raise GantryError("--sync and --stats are for your own program; the selfplay trainer keeps its run in the "
-                          "bucket itself", "Drop them, or name your program after --.")
+def check_outputs(args, program, declared) -> tuple[tuple[str, ...], str]:
+    """--project, --sync, --sync-every and --stats (with gantry.yaml's sync and stats), judged before anything is
+    asked of Google."""
+    if args.project is not None and args.image:
+        raise GantryError("--project and --image both name the image", "Drop one of them: --project runs the "
+                          "image `make build-train PROJECT=DIR` pushed.")
     if args.sync_every <= 0:
         raise GantryError(f"--sync-every {args.sync_every} is not a number of seconds", "Give it a positive number "
                           f"(default {DEFAULT_SYNC_SECONDS}).")
-    sync = programs.sync_folders(args.sync, args.project)
-    stats = programs.relative_path(args.stats, "stats file", "--stats", args.project) if args.stats else ""
-    return sync, stats
+    sync = programs.sync_folders([*(declared.sync if declared else ()), *args.sync], args.project)
+    stats = args.stats or (declared.stats if declared else "")
+    return sync, programs.relative_path(stats, "stats file", "--stats", args.project) if stats else ""
 
 
 def pinned_image(args, cluster) -> str:
@@ -259,17 +248,6 @@ def time_limit(args, minutes: float) -> str:
                 "bill until the program ends and they idle off, or until `make stop`.")
     return (f"Time limit: none ({MAX_MINUTES_FLAG} 0); the nodes stop after max_run_hours = {hours:g} h up "
             "(infra/terraform.tfvars), whatever the program is doing.")
-
-
-def check_config(name: str | None) -> None:
-    """--config names a config the image carries: a file on this machine is not on the nodes."""
-    if name is None:
-        return
-    if "/" in name or name.endswith((".yaml", ".yml")) or Path(name).is_file():
-        raise GantryError(f"--config {name} is a file on this machine; the nodes have only the configs packaged in "
-                          "the image (a name such as connect4)",
-                          "Pass its settings as flags after -- (-- --search.simulations=100), or add it under "
-                          "packages/selfplay/configs/ and `make build-train`.")
 
 
 def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:

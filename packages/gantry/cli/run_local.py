@@ -11,7 +11,7 @@ from pathlib import Path
 
 from launch_contract import DEFAULT_SYNC_SECONDS, PROJECT_ROOT, RunSpec
 
-from gantry import images, programs, projects, runs
+from gantry import images, program_file, programs, projects, runs
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
@@ -48,13 +48,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    program = programs.classify(args.command)
-    programs.check_project(args.project, program)
+    program, declared = programs.resolve(args.command, args.project)
     if not program.command:
         raise GantryError("run-local runs a command (python ..., bash ...), and torchrun's `-m MODULE` or SCRIPT.py "
                           "is what gantry run starts under torchrun", "Give the command itself after --: "
                           "-- torchrun --nproc-per-node=1 -m MODULE ARGS, or -- python SCRIPT.py ARGS.")
-    sync = programs.sync_folders(args.sync, args.project)
+    sync = programs.sync_folders([*(declared.sync if declared else ()), *args.sync], args.project)
     limits = programs.check_launch(args.max_minutes, 0.0, args.env, args.shm_size)
     flavour = "cuda" if args.gpu else "cpu"
     image = projects.local_ref(args.project, flavour)
@@ -63,6 +62,8 @@ def run(args, env) -> ExitStatus:
                           f"Build it first: `make build-train PROJECT={args.project} ARGS=\"{'--gpu ' if args.gpu else ''}"
                           "--no-push\"` (each commit or edit is a new version).")
     run_id = runs.check_run_id(args.run_id or runs.new_run_id())
+    if declared is not None:
+        program_file.run_check(declared, programs.flags_of(args.command))
     folder = (Path("runs") / run_id).resolve()
     folder.mkdir(parents=True, exist_ok=True)  # yours: the container writes into it as you
     spec = RunSpec(run_id=run_id, image=image, node_rank=0, nnodes=1, master_addr="127.0.0.1",

@@ -4,38 +4,29 @@ from __future__ import annotations
 
 import time
 
-from launch_contract import (
-    KIND_KEY,
-    POSITIONS_PER_S_KEY,
-    STAGING_ENV,
-    STATS_FILE,
-    STEP_KEY,
-    STEP_KEYS,
-    TRAIN_KIND,
-    State,
-)
+from launch_contract import KIND_KEY, STAGING_ENV, STATS_FILE, STEP_KEY, STEP_KEYS, TRAIN_KIND, State
 
-from gantry import config, cost, nodes, runs
+from gantry import config, cost, nodes, runs, stats_reports
 from gantry.errors import GantryError
 from gantry.status import ExitStatus
 
 NAME = "status"
-HELP = ("per-node state, run, step and heartbeat, the latest Pons error rates and arena Elo; restarts preempted "
+HELP = ("per-node state, run, step and heartbeat, each node's last line and figures; restarts preempted "
         "Spot nodes of a started run (they bill again)")
 DESCRIPTION = f"""\
 One line per node: the VM's state, the agent's state
 ({", ".join(s.value for s in State)}),
 how long it has been up since its last start and what that cost at list price (infra/terraform.tfvars,
-as `make cost` prices it), the run, its learner step and how long ago the node last reported. Then the master's latest
-training figures and what a million self-play positions cost at its pace (one rank a node, the default), the newest Pons evaluation (MCTS weak error rate per test set) and the newest
-arena (Elo, random = 0, and W-D-L against each opponent; `make arena` or
-eval.arena_every_minutes) from the run's stats.jsonl in the bucket. A command run (gantry run -- COMMAND) shows, per
-node, the last line its program printed and when, the numbers of its own stats (--stats FILE), and the exit code and
+as `make cost` prices it), the run, its step and how long ago the node last reported. Then, per node, the last line
+its program printed and when, and the numbers of its stats (a stats.jsonl under GANTRY_STAGING, or --stats FILE):
+those the launch's gantry.yaml names in figures, as it formats them, else the first ones; what a million units of
+its pace cost on the node (gantry.yaml's pace); and the lines its reports name, from the newest record in the run's
+stats that holds their keys (the kit's trainer: its evaluations and arena). Also the exit code and
 last line of a node in error or restarting. Reads only: it changes nothing and works from any machine with
 the deployment's infra/ state. One exception: a Spot node that Google stopped during a run (and
-any node its agent powered off while a peer was gone) is started again, and bills again while it runs: the run
-resumes from its newest checkpoint (a command starts again as given, its --sync folders back from the bucket);
-status says so. `make stop` first, if you want it to stay off.
+any node its agent powered off while a peer was gone) is started again, and bills again while it runs: its program
+starts again as given, in the same run folder, its --sync folders back from the bucket (the kit's trainer resumes
+from its newest checkpoint there); status says so. `make stop` first, if you want it to stay off.
 
 examples:
   gantry status
@@ -74,7 +65,7 @@ def _number(value) -> str:
 
 def command_lines(statuses, now: float | None = None) -> list[str]:
     """A command run, node by node: the newest line it printed and when, then its own stats' numbers, whatever keys
-    they have (the report's figures: the first numbers of the newest record of --stats FILE)."""
+    they have: as the launch's gantry.yaml formats them (RunSpec.figures), else KEY VALUE."""
     lines = []
     now = time.time() if now is None else now
     for s in statuses:
@@ -82,7 +73,9 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
         if report.last_line:
             at = _age(None if report.last_line_at is None else max(0.0, now - report.last_line_at))
             lines.append(f"node {s.node.rank}: last line ({at}): {report.last_line}")
-        numbers = [f"{key} {_number(value)}" for key, value in report.figures.items()
+        formats = s.spec.figures if s.spec is not None else {}
+        numbers = [formats[key].format(value) if key in formats else f"{key} {_number(value)}"
+                   for key, value in report.figures.items()
                    if isinstance(value, (int, float)) and not (key in STEP_KEYS and value == report.step)]
         if report.step is not None or numbers:
             lines.append(f"node {s.node.rank}: " + " | ".join(
@@ -112,32 +105,18 @@ def run(args, env) -> ExitStatus:
             env.say(f"node {s.node.rank}: {s.report.detail}")
         elif s.boot.startswith("error"):
             env.say(f"node {s.node.rank} boot {s.boot}")
-    if statuses[0].spec is not None and statuses[0].spec.command:
-        for line in command_lines(statuses):
-            env.say(line)
-        runs.require_nodes(statuses)
-        return ExitStatus.OK
-    master = statuses[0].report
-    if master.figures:
-        env.say("master: " + runs.describe_figures(master.step, master.figures))
-        if hourly is not None and POSITIONS_PER_S_KEY in master.figures:
+    for line in command_lines(statuses):
+        env.say(line)
+    spec, master = statuses[0].spec, statuses[0].report
+    if spec is not None and master.run == spec.run_id:
+        pace = spec.show.get("pace")
+        if pace and hourly is not None and pace["key"] in master.figures:
             # measured on the node you rent, so C4 and N1 + T4 compare by what they cost per unit of work
-            env.say("master: " + cost.describe_throughput_cost(hourly, master.figures[POSITIONS_PER_S_KEY]))
-    own_program = statuses[0].spec is not None and statuses[0].spec.torchrun
-    if master.run and own_program:  # Pons and the arena are the selfplay trainer's
-        if master.step is None:
-            env.say(f'master: no "{KIND_KEY}": "{TRAIN_KIND}" record with a "{STEP_KEY}" in the program\'s '
+            env.say("node 0: " + cost.describe_pace_cost(hourly, master.figures[pace["key"]], pace["unit"]))
+        if master.step is None and not spec.stats_file and (spec.figures or spec.torchrun):
+            env.say(f'node 0: no "{KIND_KEY}": "{TRAIN_KIND}" record with a "{STEP_KEY}" in the program\'s '
                     f"{STATS_FILE} under {STAGING_ENV} yet")
-    elif master.run:
-        pons = runs.latest_pons_errors(cluster.run_url(master.run, env.environ))
-        if pons:
-            step, errors = pons
-            table = "  ".join(f"{name} {value:.1%}" for name, value in sorted(errors.items()))
-            env.say(f"Pons MCTS weak errors at step {step}: {table}")
-        else:
-            env.say("Pons: no evaluation in stats.jsonl yet")
-        arena = runs.latest_arena(cluster.run_url(master.run, env.environ))
-        if arena:
-            env.say(runs.describe_arena(*arena))
+        for line in stats_reports.report_lines(spec, cluster.run_url(spec.run_id, env.environ)):
+            env.say(line)
     runs.require_nodes(statuses)
     return ExitStatus.OK

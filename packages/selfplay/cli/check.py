@@ -1,16 +1,23 @@
-"""selfplay check: the config and flags as `train` would take them, then exit (what `gantry run` asks first).
+"""selfplay check: the config and flags as `train` would take them, then exit (the kit's gantry.yaml names it as the
+check `gantry run` runs before any node starts).
 
 With --resume it also reads run.dir's newest checkpoint (from the bucket for a gs:// run.dir) and refuses, as train
-would on the node, settings that cannot continue it: `gantry run --resume` asks it before a node is started, so a
-net shape that changed since the run began costs a download, not a billed node and a crash loop."""
+would on the node, settings that cannot continue it: `gantry run --resume` gives the check the run's folder
+(GANTRY_RUN_DIR), so a net shape that changed since the run began costs a download, not a billed node and a crash
+loop. --for-node judges as a node will: only the configs packaged in its image are there."""
 
 from __future__ import annotations
 
+import os
 import tempfile
+from pathlib import Path
+
+from launch_contract import RUN_DIR_ENV
 
 from selfplay.cli.options import add_config_argument, load_config, settings_help
 from selfplay.config import Config
-from selfplay.errors import ExitStatus
+from selfplay.config_io import CONFIG_DIR
+from selfplay.errors import ConfigError, ExitStatus
 
 NAME = "check"
 HELP = "check the config and flags as train would, then exit (0: fine, 1 or 2: refused)"
@@ -23,14 +30,22 @@ def add_arguments(parser) -> None:
     add_config_argument(parser)
     parser.add_argument("--resume", action="store_true", help="also read run.dir's newest checkpoint (a gs:// "
                         "run.dir's from its bucket) and refuse, as train would, settings that cannot continue it")
+    parser.add_argument("--for-node", action="store_true", help="judge as a node will: --config a packaged name "
+                        f"(a node's image holds only those), and --resume when {RUN_DIR_ENV} names the run's folder")
 
 
 def run(args, overrides) -> int:
     """Refused the same way as train; without --resume nothing is written or imported beyond the config (no
     torch: quick)."""
+    if args.for_node and not (CONFIG_DIR / f"{args.config}.yaml").is_file():
+        names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+        where = "is a file on this machine" if Path(args.config).exists() else "is not a packaged config"
+        raise ConfigError(f"--config {args.config} {where}; a node's image holds only the packaged configs "
+                          f"({names}): pass its settings as flags (--search.simulations=100), or add it under "
+                          "packages/selfplay/configs/ and `make build-train`")
     cfg = load_config(args, overrides)
     print(f"config ok: {args.config} ({cfg.game.name})", flush=True)
-    if args.resume:
+    if args.resume or (args.for_node and os.environ.get(RUN_DIR_ENV)):
         print(newest_checkpoint_resumes(cfg), flush=True)  # the last line: what gantry run says of the resume
     return ExitStatus.OK
 

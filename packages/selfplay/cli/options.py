@@ -8,10 +8,11 @@ import dataclasses
 import os
 import textwrap
 
-from launch_contract import DEFAULT_CONFIG, RUN_DIR_ENV
+from launch_contract import RUN_DIR_ENV
 
 from selfplay.config import SECTIONS, Config
 from selfplay.config_io import load, resolve_config
+from selfplay.record_keys import DEFAULT_CONFIG
 
 FORMATTER = argparse.RawDescriptionHelpFormatter  # the settings list below keeps its lines
 

@@ -1,0 +1,51 @@
+"""The names of the selfplay trainer's records (stats.jsonl lines, TensorBoard tags): its own schema, which no other
+package reads. `gantry status` shows some of them only because the kit's gantry.yaml names them, as any project's
+gantry.yaml names its own (tests/unit/test_program_file.py holds the two to each other). Stdlib only: no torch."""
+
+from __future__ import annotations
+
+from launch_contract import KIND_KEY
+
+DEFAULT_CONFIG = "connect4"  # the packaged config `selfplay train`, `launch` and `check` use unless told
+END_KIND = "end"  # the record the trainer writes last when it reached its budget (its reason)
+EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
+ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
+LOSS_KEY = "losses/total"
+POSITIONS_PER_S_KEY = "charts/positions_per_s"  # the self-play pace: what a million positions cost on a node
+
+
+def eval_key(test_set: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one evaluation figure: eval/<set>/<measure> (mcts_weak, policy_strong, ...)."""
+    return f"{EVAL}/{test_set}/{measure}"
+
+
+def eval_figures(record: dict, measure: str = "mcts_weak") -> dict[str, float]:
+    """{set: value} of one measure in a stats.jsonl record (empty for records without an evaluation)."""
+    figures = {}
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        test_set, _, kind = rest.rpartition("/")
+        if namespace == EVAL and kind == measure and isinstance(value, (int, float)):
+            figures[test_set] = float(value)
+    return figures
+
+
+def arena_key(opponent: str, measure: str) -> str:
+    """stats.jsonl / TensorBoard key of one arena figure: arena/<opponent>/<measure>. An "arena" record holds, for
+    the run's newest checkpoint (the record's step): arena/elo, arena/elo_sd (Elo where random = 0, its standard
+    error), arena/games, arena/simulations, and per opponent (random, greedy, minimax<k>, mcts<n>, step-<N>) its elo,
+    wins, draws, losses, score ((W + D/2) / games), score_low and score_high (Wilson 95%)."""
+    return f"{ARENA}/{opponent}/{measure}"
+
+
+def arena_figures(record: dict) -> dict[str, dict[str, float]]:
+    """{opponent: {measure: value}} of an arena record (empty for other records)."""
+    figures: dict[str, dict[str, float]] = {}
+    if record.get(KIND_KEY) != ARENA:
+        return figures
+    for key, value in record.items():
+        namespace, _, rest = key.partition("/")
+        opponent, _, measure = rest.rpartition("/")
+        if namespace == ARENA and opponent and isinstance(value, (int, float)):
+            figures.setdefault(opponent, {})[measure] = float(value)
+    return figures
