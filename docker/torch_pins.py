@@ -133,7 +133,16 @@ def install(python: str, requirements: list[str]) -> int:
     if spec:  # the user's deliberate choice (a GPU laptop, another version): installed as given
         index = os.environ.get("TORCH_INDEX_URL")
         print(f"torch: {spec} as TORCH_SPEC asks{f', from {index}' if index else ''}", file=sys.stderr)
-        return _pip(python, "install", "-q", spec, *(["--index-url", index] if index else [])).returncode
+        args = [spec, *(["--index-url", index] if index else [])]
+        # A torch already here satisfies torch==2.13.0 whatever its build (2.13.0+cpu), and pip would keep it: the
+        # spec's own build replaces it, then its dependencies (a CUDA build's nvidia-* packages) follow.
+        done = _pip(python, "install", "-q", "--force-reinstall", "--no-deps", *args).returncode
+        done = done or _pip(python, "install", "-q", *args).returncode
+        now = installed_torch(python) if not done else None
+        if now:
+            cuda = cuda_of(now[1])
+            print(f"torch: {now[0]} installed ({f'CUDA {cuda}' if cuda else 'CPU-only'})", file=sys.stderr)
+        return done
     requirements = requirements or [requirement(pins)]
     index = os.environ.get("TORCH_INDEX_URL") or pins["cpu_index_url"]
     problem = unreachable(index)

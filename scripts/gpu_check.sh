@@ -2,7 +2,7 @@
 # On a machine with an NVIDIA GPU: the CUDA tests, a 1-rank nccl run, and a short benchmark (inference placed on the
 # actors' cores vs. served from the GPU).
 #
-#   scripts/gpu_check.sh                   # creates .venv like `make test` when missing
+#   scripts/gpu_check.sh                   # .venv with docker/torch.json's CUDA torch (TORCH_SPEC), then the checks
 #   PYTHON=python3 scripts/gpu_check.sh    # an interpreter that already has CUDA torch and the trainer's
 #                                          # dependencies (a Deep Learning VM, a CUDA container): no install,
 #                                          # packages/ on PYTHONPATH
@@ -21,7 +21,9 @@ if [ -n "${PYTHON:-}" ]; then
     py=$PYTHON
     export PYTHONPATH="$PWD/packages${PYTHONPATH:+:$PYTHONPATH}"
 else
-    make install-dev >/dev/null || exit 1
+    # The CUDA torch the CUDA image carries (docker/torch.json's version, PyPI's CUDA build), into .venv even where a
+    # CPU one is already there (make's TORCH_SPEC replaces it): `make install-dev` alone takes the CPU build.
+    make install-dev TORCH_SPEC="torch==$(python3 docker/torch_pins.py get torch)" >/dev/null || exit 1
     py=.venv/bin/python
 fi
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv

@@ -134,8 +134,57 @@ def test_torch_spec_is_the_users_choice_installed_as_given(torch_pins, laptop, m
     monkeypatch.setenv("TORCH_SPEC", "torch==2.13.0")
     monkeypatch.setattr(torch_pins, "would_install", lambda *a: pytest.fail("a deliberate TORCH_SPEC is not second-guessed"))
     assert torch_pins.install("python", []) == 0
-    assert laptop == [("install", "-q", "torch==2.13.0")]
+    assert laptop == [("install", "-q", "--force-reinstall", "--no-deps", "torch==2.13.0"),
+                      ("install", "-q", "torch==2.13.0")]
     assert "as TORCH_SPEC asks" in capsys.readouterr().err
+
+
+def fake_torch_wheel(folder: Path, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A wheel named torch of ``version`` holding one module: what pip installs and uninstalls as it would torch."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"torch-{version}.dist-info"
+    files = {"torch/__init__.py": f"__version__ = {version!r}\n",
+             f"{dist}/METADATA": "Metadata-Version: 2.1\nName: torch\nVersion: " + version + "\n"
+             + "".join(f"Requires-Dist: {r}\n" for r in requires),
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()}"
+                     f",{len(text.encode())}\n" for name, text in files.items()) + f"{dist}/RECORD,,\n"
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in {**files, f"{dist}/RECORD": record}.items():
+            wheel.writestr(name, text)
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_torch_spec_replaces_a_cpu_build_that_already_satisfies_its_version(torch_pins, tmp_path, monkeypatch,
+                                                                           capsys):
+    """#96: TORCH_SPEC=torch==2.13.0 into a venv holding 2.13.0+cpu: pip alone keeps the CPU build (it satisfies
+    ==2.13.0) and the GPU laptop stays on CPU. Real pip, a real venv, two small wheels named torch."""
+    import subprocess
+    import venv
+
+    cpu, index = tmp_path / "cpu", tmp_path / "index" / "torch"
+    cpu.mkdir()
+    index.mkdir(parents=True)
+    fake_torch_wheel(cpu, "2.13.0+cpu")
+    wheel = fake_torch_wheel(index, "2.13.0", requires=('cuda-toolkit==13.0.2; platform_system == "Darwin"',))
+    (index / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')  # a simple index's page
+    venv.create(tmp_path / "venv", with_pip=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    for key in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")  # this machine's find-links hold a real +cpu torch
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(cpu), "torch==2.13.0+cpu"],
+                   check=True, capture_output=True, timeout=120)
+    monkeypatch.setenv("TORCH_SPEC", "torch==2.13.0")
+    monkeypatch.setenv("TORCH_INDEX_URL", (tmp_path / "index").as_uri())
+    assert torch_pins.install(python, []) == 0
+    assert torch_pins.installed_torch(python)[0] == "2.13.0"  # the spec's build, not the +cpu one it satisfied
+    assert "torch: 2.13.0 installed (CUDA 13.0)" in capsys.readouterr().err
 
 
 def test_an_image_whose_cpu_index_is_out_of_reach_stops_naming_the_fix(torch_pins, monkeypatch):
