@@ -222,6 +222,8 @@ class RunSpec:
     stall_minutes: float = 0.0  # a running program with no new output line or stats for this long: a crash; 0: never
     env: tuple = ()  # KEY=VALUE pairs the program gets besides the contract's names
     shm_size: str = ""  # the container's /dev/shm (docker's --shm-size); "": the agent's setting
+    cpus: float = 0.0  # the node's CPUs the container may use (docker's --cpus); 0: all of them
+    gpu_ids: tuple = ()  # the node's GPUs the container gets, by index (docker's --gpus device=...); (): all
     # {key: format} of the stats numbers the agent reports and `gantry status` shows ("loss {:.3f}"); {}: the first
     # numbers of the newest record, as named. A project's gantry.yaml names them (its `figures`).
     figures: dict = dataclasses.field(default_factory=dict)
@@ -248,6 +250,9 @@ class RunSpec:
             raise ValueError(f"max_minutes {self.max_minutes}, stall_minutes {self.stall_minutes} (>= 0; 0: none)")
         for pair in self.env:
             check_env_pair(str(pair))
+        if float(self.cpus) < 0 or (self.gpu_ids and not self.gpu) or any(int(i) < 0 for i in self.gpu_ids):
+            raise ValueError(f"cpus {self.cpus} (>= 0), gpu_ids {self.gpu_ids} (indices of a GPU node's GPUs)")
+        object.__setattr__(self, "gpu_ids", tuple(int(i) for i in self.gpu_ids))
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
         object.__setattr__(self, "node_addrs", tuple(str(a) for a in self.node_addrs))
         object.__setattr__(self, "env", tuple(str(a) for a in self.env))

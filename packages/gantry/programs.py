@@ -189,10 +189,44 @@ def check_project(project: Path, program: Program | None) -> None:
 SHM_SIZE = re.compile(r"[1-9][0-9]*[bkmg]?")  # docker run --shm-size: a number and a unit (b, k, m, g)
 
 
+def gpu_ids(text: str) -> tuple[int, ...]:
+    """--gpu-ids 0,1 as indices; "" or all: every GPU of the node (())."""
+    if text in ("", "all"):
+        return ()
+    try:
+        ids = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        ids = (-1,)
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise GantryError(f"--gpu-ids {text!r} is not a list of GPU indices",
+                          "Give the node's GPUs by index, e.g. --gpu-ids 0,1, or leave it out (every GPU).")
+    return ids
+
+
+def check_resources(cpus: float, ids: tuple[int, ...], deployment) -> None:
+    """--cpus and --gpu-ids against the nodes the deployment has (its tfvars, as applied): what docker on a node
+    would refuse (more CPUs than it has, a GPU it lacks), refused here. ``deployment`` None: unknown, not checked."""
+    if deployment is None:
+        return
+    if ids and not deployment.use_gpu:
+        raise GantryError(f"--gpu-ids {','.join(map(str, ids))} on nodes without GPUs",
+                          "Drop it, or set use_gpu = true in infra/terraform.tfvars and `make apply`.")
+    if ids and max(ids) >= deployment.accelerator_count:
+        raise GantryError(f"--gpu-ids {','.join(map(str, ids))} names a GPU the nodes lack: each has "
+                          f"{deployment.accelerator_count} (0 to {deployment.accelerator_count - 1})",
+                          "Name those, or raise accelerator_count in infra/terraform.tfvars and `make apply`.")
+    found = re.search(r"-(\d+)$", deployment.machine_type or "")
+    if found and cpus > int(found.group(1)):
+        raise GantryError(f"--cpus {cpus:g} is more than a {deployment.machine_type} node has ({found.group(1)} "
+                          "vCPUs)", f"Give at most {found.group(1)}, or leave it out (all of them).")
+
+
 def check_launch(max_minutes: float | None, stall_minutes: float, env: list[str], shm_size: str,
-                 master_port: int = DEFAULT_MASTER_PORT, nproc_per_node: int = 0) -> dict:
+                 master_port: int = DEFAULT_MASTER_PORT, nproc_per_node: int = 0, cpus: float = 0.0,
+                 gpus: str = "") -> dict:
     """The launch's own settings (gantry run's, run-local's), each refused in one line before anything is asked of
-    Google: what launch_specs takes as max_minutes (None: the default), stall_minutes, env and shm_size."""
+    Google: what launch_specs takes as max_minutes (None: the default), stall_minutes, env, shm_size, cpus and
+    gpu_ids."""
     limit = DEFAULT_RUN_MAX_MINUTES if max_minutes is None else max_minutes
     for flag, value in ((MAX_MINUTES_FLAG, limit), ("--stall-minutes", stall_minutes)):
         if not 0 <= value < 1e7:
@@ -212,5 +246,8 @@ def check_launch(max_minutes: float | None, stall_minutes: float, env: list[str]
     if shm_size and not SHM_SIZE.fullmatch(shm_size.lower()):
         raise GantryError(f"--shm-size {shm_size!r} is not a size docker takes",
                           "Give a number with b, k, m or g, e.g. --shm-size 16g.")
+    if not 0 <= cpus < 1e4:
+        raise GantryError(f"--cpus {cpus:g} is not a number of CPUs", "Give a positive number (1.5 is fine), or "
+                          "leave it out (all of the node's).")
     return {"max_minutes": limit, "stall_minutes": stall_minutes, "env": tuple(env),
-            "shm_size": shm_size.lower()}
+            "shm_size": shm_size.lower(), "cpus": cpus, "gpu_ids": gpu_ids(gpus)}

@@ -121,8 +121,8 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
                  master_port: int | None = None, nproc_per_node: int = 0, action: str = "start",
                  torchrun: bool = False, command: bool = False, sync: tuple = (),
                  sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "", max_minutes: float | None = None,
-                 stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "", figures: dict | None = None,
-                 show: dict | None = None) -> list[RunSpec]:
+                 stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "", cpus: float = 0.0,
+                 gpu_ids: tuple = (), figures: dict | None = None, show: dict | None = None) -> list[RunSpec]:
     """One spec per node: the same run and program, each node its rank. With ``torchrun`` the args are a program
     (`-m MODULE ARGS`) run under torchrun as they are; with ``command`` a command run as given; else words for the
     image's entry point. Every launch has a time limit (``max_minutes``, DEFAULT_RUN_MAX_MINUTES unless given; 0:
@@ -135,7 +135,8 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
                     tpu=cluster.use_tpu, node_addrs=cluster.node_addrs, action=action, launched_at=launched_at,
                     run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
                     sync_seconds=sync_seconds, stats_file=stats_file, max_minutes=limit, stall_minutes=stall_minutes,
-                    env=tuple(env), shm_size=shm_size, figures=dict(figures or {}), show=dict(show or {}), **port)
+                    env=tuple(env), shm_size=shm_size, cpus=cpus, gpu_ids=tuple(gpu_ids),
+                    figures=dict(figures or {}), show=dict(show or {}), **port)
             for node in cluster.nodes]
 
 

@@ -138,7 +138,7 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
            MASTER_PORT_ENV: spec.master_port,
            STAGING_ENV: STAGING,  # the bucket mirror's local copy survives container restarts
            GANTRY_NODE_RANK_ENV: spec.node_rank, GANTRY_NUM_NODES_ENV: spec.nnodes,
-           GANTRY_GPUS_PER_NODE_ENV: gpus_on_node(s.dev_dir) if spec.gpu else 0}
+           GANTRY_GPUS_PER_NODE_ENV: (len(spec.gpu_ids) or gpus_on_node(s.dev_dir)) if spec.gpu else 0}
     if spec.node_addrs:
         env[GANTRY_NODE_IPS_ENV] = ",".join(spec.node_addrs)
     if spec.nproc_per_node:
@@ -152,8 +152,10 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket
         args += ["-v", f"{local_folder(run_folder, folder)}:{posixpath.join(workdir, folder)}"]
-    if spec.gpu:
-        args += ["--gpus", "all"]
+    if spec.gpu:  # docker's device list is one value, quoted, since its commas would split it
+        args += ["--gpus", f'"device={",".join(map(str, spec.gpu_ids))}"' if spec.gpu_ids else "all"]
+    if spec.cpus:
+        args += ["--cpus", f"{spec.cpus:g}"]
     if spec.tpu:
         args += TPU_RUN_ARGS
         env[PJRT_DEVICE_ENV] = "TPU"

@@ -203,6 +203,42 @@ def test_a_project_declares_its_program_in_gantry_yaml_and_gets_what_the_kits_tr
     assert "Eval error at step 2: easy 10.0%  hard 40.0%" in status.stdout  # the newest record that holds them
 
 
+@pytest.mark.parametrize("words, line", [
+    (["--gpu-ids", "0"], "--gpu-ids 0 on nodes without GPUs. Drop it, or set use_gpu = true "),
+    (["--cpus", "17"], "--cpus 17 is more than a c4-highcpu-16 node has (16 vCPUs). Give at most 16, "),
+    (["--gpu-ids", "0,zero"], "--gpu-ids '0,zero' is not a list of GPU indices. "),
+    (["--gpu-ids", "1,1"], "--gpu-ids '1,1' is not a list of GPU indices. "),
+    (["--cpus", "-1"], "--cpus -1 is not a number of CPUs. "),
+])
+def test_run_refuses_cpus_or_gpus_the_nodes_lack_in_one_line(cli, fake, world, deployment, words, line):
+    deployment.write()  # one c4-highcpu-16 a node, no GPU
+    result = cli("run", "--detach", "--run-id", "r1", *words, "--", *COMMAND, environ=world["environ"])
+    assert result.status == ExitStatus.ERROR, result.output
+    assert result.stderr.splitlines() == [result.stderr.strip()] and result.stderr.startswith("gantry: error: " + line)
+    assert nothing_started(fake, world)
+
+
+def test_a_run_gets_the_share_of_each_nodes_cpus_it_asks_for(cli, world, deployment):
+    deployment.write()
+    result = cli("run", "--detach", "--run-id", "r1", "--cpus", "2.5", "--", *COMMAND, environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert "Resources: each node's program gets 2.5 CPUs (the rest of the node stays idle)" in result.stdout
+    spec = specs(world)[1]
+    args = docker_run_args(spec, "/var/lib/gantry/runs/r1", Settings({}))  # what node 1's agent runs
+    assert spec.cpus == 2.5 and args[args.index("--cpus") + 1] == "2.5"
+    assert "--gpus" not in args[:args.index(spec.image)]  # a CPU node: docker is asked for no GPU
+
+
+def test_a_gpu_node_gives_the_program_the_gpus_it_names_and_counts_them():
+    spec = RunSpec(run_id="r1", image="i@sha256:abc", node_rank=0, nnodes=1, master_addr="10.0.0.2", gpu=True,
+                   gpu_ids=(0, 2), args=("python", "train.py"), command=True)
+    args = docker_run_args(spec, "/var/lib/gantry/runs/r1", Settings({}))
+    assert args[args.index("--gpus") + 1] == '"device=0,2"'  # docker's one value; its commas would split it unquoted
+    assert f"{GANTRY_GPUS_PER_NODE_ENV}=2" in args
+    with pytest.raises(ValueError, match="gpu_ids"):
+        RunSpec(**{**spec.__dict__, "gpu": False})  # a CPU node has no GPU to give
+
+
 def test_run_project_launches_the_image_of_the_projects_version_pinned_by_digest(cli, world, registry, project):
     digest = registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
     result = cli("run", "--detach", "--run-id", "p1", "--project", str(project), "--sync", "checkpoints", "--",

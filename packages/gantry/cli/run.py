@@ -127,6 +127,10 @@ def add_arguments(parser) -> None:
                         "the program gets on every node (repeatable)")
     parser.add_argument("--shm-size", default="", metavar="SIZE", help="the container's /dev/shm, as docker run "
                         "takes it (8g; Ray wants about 30%% of the node's memory); default: the agent's 4g")
+    parser.add_argument("--cpus", type=float, default=0.0, metavar="N", help="the node's CPUs the program may use "
+                        "(docker run --cpus; default: all)")
+    parser.add_argument("--gpu-ids", default="", metavar="LIST", help="the node's GPUs the program gets, by index "
+                        "(0,1; default: all of a GPU node's); GANTRY_GPUS_PER_NODE counts them")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
     parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint "
                         "(a run the bucket holds)")
@@ -147,7 +151,9 @@ def run(args, env) -> ExitStatus:
     program, declared = programs.resolve(args.trainer_args, args.project)  # before any call: bad words cost nothing
     sync, stats_file = check_outputs(args, program, declared)
     limits = programs.check_launch(args.max_minutes, args.stall_minutes, args.env, args.shm_size, args.master_port,
-                                   args.nproc_per_node)
+                                   args.nproc_per_node, args.cpus, args.gpu_ids)
+    if args.cpus or limits["gpu_ids"]:
+        programs.check_resources(args.cpus, limits["gpu_ids"], deployment_or_none(args))
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
     # the program judges its own flags here, so that a typo costs a second, not a started node and a crash loop
     if declared is not None:
@@ -172,6 +178,10 @@ def run(args, env) -> ExitStatus:
                 f"{args.stall_minutes:g} min is stopped and restarted, as after a crash.")
     for pair in limits["env"]:
         env.say(f"Environment: {pair}")
+    if args.cpus or limits["gpu_ids"]:
+        env.say("Resources: each node's program gets " + " and ".join(filter(None, [
+            f"{args.cpus:g} CPUs" if args.cpus else "", f"GPUs {','.join(map(str, limits['gpu_ids']))}"
+            if limits["gpu_ids"] else ""])) + " (the rest of the node stays idle)")
     for folder in sync:
         env.say(f"Sync: each node copies {folder}/ every {args.sync_every} s and when the program ends or is stopped "
                 f"to {sync_url(run_url, 0, folder)} (node 0; node N's under node-N)")
@@ -229,6 +239,14 @@ def check_resumable(cluster, run_id: str, env) -> None:
     raise GantryError(f"no run {run_id} in {bucket}/runs/ to resume",
                       f"Resume one it holds ({listed}), or start a new run without --resume." if held else
                       "The bucket holds no run yet: start one without --resume.")
+
+
+def deployment_or_none(args):
+    """The deployment infra/terraform.tfvars describes, or None where it cannot be read (then only the nodes judge)."""
+    try:
+        return config.load(args.var_file, args.infra_dir)
+    except GantryError:
+        return None
 
 
 def time_limit(args, minutes: float) -> str:
