@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gantry import images, project_context, project_pins, project_resolve, projects
+from gantry import images, project_apt, project_context, project_pins, project_resolve, projects
 from gantry.errors import GantryError
 from gantry.project_dockerfile import (
     GENERATED,
@@ -61,7 +61,8 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
 
 
 def build_context(context: project_context.Context, kind: str, pins: dict, wheels: Iterable[Path] = (),
-                  ca_certs: Iterable[Path] = (), root: Path = images.REPO_ROOT, own_dockerfile: str = "Dockerfile"):
+                  ca_certs: Iterable[Path] = (), root: Path = images.REPO_ROOT, own_dockerfile: str = "Dockerfile",
+                  packages: tuple[str, ...] = project_apt.ALWAYS):
     """The tar the engine gets (see the module's docstring); for a Dockerfile of the project's own, its files and
     that Dockerfile (at its path in the project), whatever the ignore files say of it."""
     from docker.utils.build import create_archive
@@ -79,7 +80,7 @@ def build_context(context: project_context.Context, kind: str, pins: dict, wheel
     lines = dependency_lines(project, kind)
     with tarfile.open(fileobj=archive, mode="a") as tar:
         images.add_wheels_and_certs(tar, wheels, ca_certs)
-        _add_text(tar, f"{GENERATED}/Dockerfile", dockerfile(kind, bool(lines), root))
+        _add_text(tar, f"{GENERATED}/Dockerfile", dockerfile(kind, bool(lines), root, packages))
         if lines:
             _add_text(tar, f"{GENERATED}/deps/torch-constraint.txt", project_pins.constraint(pins))
             if kind == "requirements.txt":
@@ -287,6 +288,9 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     if found != "Dockerfile":
         project_pins.check(project, found, flavour, pins)
         project_resolve.refuse_uninstallable(dependency_lines(project, found))
+        packages = project_apt.check(project, progress)  # Debian's index, read once a week
+    elif project_apt.requested(project):
+        progress(f"gantry: {project_apt.APT_FILE} is not read: your Dockerfile installs what its image needs")
     context = project_context.select(project)
     for line in context.summary():
         progress(line)
@@ -308,7 +312,8 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     log = log_path(project, flavour)
     progress(f"gantry: building {tag} from {found} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
              f"certificate(s)); log: {log}")
-    with build_context(context, found, pins, wheels, certs, own_dockerfile=own) as archive:
+    with build_context(context, found, pins, wheels, certs, own_dockerfile=own,
+                       packages=packages if found != "Dockerfile" else ()) as archive:
         try:
             built = run_build(archive, own if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
                               log, progress, network_mode, nocache)

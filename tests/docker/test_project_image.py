@@ -51,6 +51,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         chess_version, torch_version, cuda = run_in(first.tag, "python", "-c", VERSIONS).split()
         assert (torch_version, cuda) == (f"{images.torch_pins()['torch']}+cpu", "None")
         assert run_in(first.tag, "pwd") == "/workspace"
+        assert run_in(first.tag, "sh", "-c", "git --version && make --version | head -1").startswith("git version ")
 
         script = project / SCRIPT
         script.write_text(script.read_text().replace('"""Chess self-play:', '"""Chess self-play (edited):', 1))
@@ -74,6 +75,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         written = list((tmp_path / "runs" / "local-1" / "sync" / "checkpoints").iterdir())
         assert {p.name for p in written} >= {"model_1.pt", "training_stats.json"}, here.stdout
         assert {(p.stat().st_uid, p.stat().st_gid) for p in written} == {(os.getuid(), os.getgid())}
+        devcontainer_writes_as_you(project, tmp_path)
         record_property("project_first_build_s", round(first.seconds))
         record_property("project_rebuild_s", round(second.seconds))
         print(f"project image: first build {first.seconds:.0f} s (torch layer from the kit's image; chess "
@@ -81,6 +83,35 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
     finally:
         if tags:
             docker("rmi", "-f", *tags, check=False, timeout=300)
+
+
+def devcontainer_writes_as_you(project: Path, tmp_path: Path) -> None:
+    """`make devcontainer PROJECT=...` then the real Dev Containers CLI: the project's image (no second build), the
+    folder writable inside as the host user, git and make there (#100). The container is removed after."""
+    cli = shutil.which("devcontainer")
+    if cli is None:
+        print("devcontainer: the Dev Containers CLI is not installed (scripts/ci-setup.d/30-devcontainer-cli.sh)")
+        return
+    written = subprocess.run([sys.executable, "-m", "gantry", "devcontainer", "--project", str(project), "--cpu"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert written.returncode == 0 and "building it" not in written.stdout, written.stdout + written.stderr
+    try:
+        up = subprocess.run([cli, "up", "--workspace-folder", str(project)], capture_output=True, text=True,
+                            timeout=600, check=False)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        inside = subprocess.run([cli, "exec", "--workspace-folder", str(project), "sh", "-c",
+                                 "touch written-inside && git --version && make --version | head -1 && pwd"],
+                                capture_output=True, text=True, timeout=300, check=False)
+        assert inside.returncode == 0, inside.stdout + inside.stderr
+        assert "git version" in inside.stdout and "GNU Make" in inside.stdout and "/workspace" in inside.stdout
+        made = project / "written-inside"
+        assert made.is_file() and made.stat().st_uid == os.getuid()  # the host user's file, as if written here
+        made.unlink()
+    finally:
+        ids = docker("ps", "-aq", "--filter", f"label=devcontainer.local_folder={project}", check=False).stdout.split()
+        if ids:
+            docker("rm", "-f", *ids, check=False, timeout=300)
+        shutil.rmtree(project / ".devcontainer", ignore_errors=True)
 
 
 @pytest.mark.timeout(600)

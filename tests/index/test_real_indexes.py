@@ -175,7 +175,24 @@ def debian_cases() -> list[tuple[str, str, str, str]]:
         for install in re.findall(r"apt-get install ([^&;|]+)", text):
             cases += [(f"docker/{dockerfile.name}", "https://deb.debian.org/debian", release, package)
                       for package in install.split() if not package.startswith("-")]
+    from gantry import project_apt  # git and make, in every image `gantry build --project` writes
+
+    cases += [("packages/gantry/project_apt.py", "https://deb.debian.org/debian", project_apt.RELEASE, package)
+              for package in project_apt.ALWAYS]
     return cases
+
+
+def test_project_apt_reads_the_real_index_it_names(tmp_path):
+    """apt.txt's check (gantry/project_apt.py) parses Debian's own Packages.xz: the packages every project image
+    installs are in it, a virtual package counts, and a name that is no package is not."""
+    from gantry import project_apt
+
+    get(project_apt.INDEX_URL)  # a skip naming the host when the archive does not answer
+    names = project_apt.index_names({"XDG_CACHE_HOME": str(tmp_path)})
+    assert names is not None and set(project_apt.ALWAYS) <= names and "libgl1" in names
+    assert "awk" in names  # Provides: of mawk
+    assert "libgl1-mesa-glxx" not in names
+    assert project_apt.INDEX_URL.startswith(f"https://deb.debian.org/debian/dists/{project_apt.RELEASE}/main/")
 
 
 @functools.cache

@@ -206,8 +206,8 @@ def test_a_kit_that_installs_another_torch_tags_the_projects_it_writes_a_dockerf
 
 # ---- the command line: one line each, exit 1, nothing built (the engine is never asked) -----------------------
 
-def gantry_build(tmp_path: Path, *args: str):
-    environ = isolated_environ(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+def gantry_build(tmp_path: Path, *args: str, **extra: str):
+    environ = isolated_environ(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock", **extra)
     return run_module(["build", "--cpu", "--no-push", *args], REPO, environ)
 
 
@@ -380,3 +380,54 @@ def test_a_project_image_is_pushed_where_gantry_projects_names_it(tmp_path, monk
     assert pushed == {"local": projects.local_ref(project, "cuda"),
                       "target": projects.image_ref(repository, project, "cuda")}
     assert f"`gantry run --project {project} -- COMMAND` runs it" in said.getvalue()
+
+
+def debian_index(folder: Path, packages: list[str], provides: dict[str, str] | None = None) -> str:
+    """A Packages.xz as Debian's archive serves it (stanzas of Package:, Provides: ...), as a file:// URL."""
+    import lzma
+
+    stanzas = [f"Package: {name}\nVersion: 1.0-1\nArchitecture: amd64\n"
+               + (f"Provides: {provides[name]}\n" if provides and name in provides else "") for name in packages]
+    path = folder / "Packages.xz"
+    path.write_bytes(lzma.compress("\n".join(stanzas).encode()))
+    return path.as_uri()
+
+
+def test_apt_txt_names_are_asked_of_debians_index_before_anything_is_built(tmp_path):
+    """#100: a misspelt package costs a second, named with the index's close names, not a build failing at apt-get;
+    every name it holds goes into the image with git and make."""
+    from gantry import project_apt
+
+    index = debian_index(tmp_path, ["git", "make", "libgl1", "libgl1-mesa-dri", "ffmpeg", "libsndfile1"],
+                         provides={"ffmpeg": "avconv"})
+    project = write(tmp_path / "audio", {"requirements.txt": "six\n", "train.py": "",
+                                         "apt.txt": "# what soundfile needs\nlibsndfile1\nffmpeg  # decoding\n"
+                                                    "libgl1-mesa-glx\nlibsndfiel1\n"})
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache"), project_apt.INDEX_URL_ENV: index}
+    result = gantry_build(tmp_path, "--project", str(project), **environ)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        ("gantry: error: not a package of Debian bookworm (main, amd64): apt.txt:4: libgl1-mesa-glx (close: "
+        "libgl1-mesa-dri); apt.txt:5: libsndfiel1 (close: libsndfile1). Fix the names "
+        "(https://packages.debian.org/bookworm/ finds them); nothing was built.")]
+    assert "Step 1/" not in result.stdout
+
+    (project / "apt.txt").write_text("libsndfile1\nffmpeg\navconv\ngit\n")  # a virtual package is a name apt takes
+    said: list[str] = []
+    packages = project_apt.check(project, said.append, environ)
+    assert packages == ("git", "make", "libsndfile1", "ffmpeg", "avconv") and said == []
+    step = project_apt.install_step(packages)
+    text = project_dockerfile.dockerfile("requirements.txt", True, packages=packages)
+    lines = text.splitlines()
+    assert step in lines and lines.index(step) > max(n for n, line in enumerate(lines) if line.startswith("FROM"))
+    assert lines.index(step) < lines.index(f"WORKDIR {PROJECT_ROOT}")  # before the code: an edit keeps it cached
+    assert step.endswith("--no-install-recommends git make libsndfile1 ffmpeg avconv && rm -rf /var/lib/apt/lists/*")
+
+    (project / "apt.txt").write_text("libsndfile1>=1.2\n")
+    with pytest.raises(GantryError, match=r"^apt\.txt:1: 'libsndfile1>=1\.2' is not a Debian package name"):
+        project_apt.check(project, said.append, environ)
+    (project / "apt.txt").write_text("ffmpeg\n")
+    unreachable = {"XDG_CACHE_HOME": str(tmp_path / "other"), project_apt.INDEX_URL_ENV: (tmp_path / "no").as_uri()}
+    assert project_apt.check(project, said.append, unreachable) == ("git", "make", "ffmpeg")
+    assert said == [(f"gantry: Debian's package index ({(tmp_path / 'no').as_uri()}) cannot be reached: apt.txt's "
+                    "names are not checked here; apt-get judges them in the build")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from launch_contract import PROJECT_ROOT
@@ -17,8 +18,9 @@ HELP = "write DIR/.devcontainer/devcontainer.json: your project in the image `ga
 DESCRIPTION = f"""\
 Write DIR/.devcontainer/devcontainer.json for VS Code's Dev Containers or the devcontainer CLI: the
 project's image of the deployment's flavour (the local tag `gantry build --project DIR` makes, built here
-first when the engine lacks it), with DIR mounted at {PROJECT_ROOT}, the image's working directory, where
-`gantry run --project DIR -- COMMAND` runs your command in the cloud. Nothing else in DIR is written; an
+first when the engine lacks it; it has git and make, and the Debian packages DIR/apt.txt names), with DIR mounted at
+{PROJECT_ROOT}, the image's working directory, where `gantry run --project DIR -- COMMAND` runs your command in the
+cloud; you work there as your own user (writable as on the host). Nothing else in DIR is written; an
 existing devcontainer.json is kept unless --force.
 
 Then `devcontainer up --workspace-folder DIR`, or VS Code's "Dev Containers: Reopen in Container".
@@ -50,7 +52,10 @@ def config(project: Path, image: str, kind: str) -> dict:
         "hostRequirements": {"gpu": "optional"},
     }
     if kind != "Dockerfile":
-        settings["remoteUser"] = "trainer"  # the generated image's uid 1000; the CLI gives it the host user's uid
+        # The generated image's uid 1000, to which the CLI gives the host user's uid, so the mounted folder is
+        # writable as on the host; except for root, whose uid it leaves alone: a root host (a CI machine, a cloud VM)
+        # works in the container as root, else its folder would be read-only inside.
+        settings["remoteUser"] = "root" if os.geteuid() == 0 else "trainer"
     return settings
 
 
