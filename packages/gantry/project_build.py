@@ -62,7 +62,7 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
 
 def build_context(context: project_context.Context, kind: str, pins: dict, wheels: Iterable[Path] = (),
                   ca_certs: Iterable[Path] = (), root: Path = images.REPO_ROOT, own_dockerfile: str = "Dockerfile",
-                  packages: tuple[str, ...] = project_apt.ALWAYS):
+                  packages: tuple[str, ...] = project_apt.ALWAYS, python: str = project_pins.DEFAULT_PYTHON):
     """The tar the engine gets (see the module's docstring); for a Dockerfile of the project's own, its files and
     that Dockerfile (at its path in the project), whatever the ignore files say of it."""
     from docker.utils.build import create_archive
@@ -80,7 +80,7 @@ def build_context(context: project_context.Context, kind: str, pins: dict, wheel
     lines = dependency_lines(project, kind)
     with tarfile.open(fileobj=archive, mode="a") as tar:
         images.add_wheels_and_certs(tar, wheels, ca_certs)
-        _add_text(tar, f"{GENERATED}/Dockerfile", dockerfile(kind, bool(lines), root, packages))
+        _add_text(tar, f"{GENERATED}/Dockerfile", dockerfile(kind, bool(lines), root, packages, python))
         if lines:
             _add_text(tar, f"{GENERATED}/deps/torch-constraint.txt", project_pins.constraint(pins))
             if kind == "requirements.txt":
@@ -289,8 +289,11 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
         project_pins.check(project, found, flavour, pins)
         project_resolve.refuse_uninstallable(dependency_lines(project, found))
         packages = project_apt.check(project, progress)  # Debian's index, read once a week
-    elif project_apt.requested(project):
-        progress(f"gantry: {project_apt.APT_FILE} is not read: your Dockerfile installs what its image needs")
+        python = project_pins.image_python(project)
+    else:
+        for name in (project_apt.APT_FILE, project_pins.PYTHON_FILE):
+            if (project / name).is_file():
+                progress(f"gantry: {name} is not read: your Dockerfile makes the image")
     context = project_context.select(project)
     for line in context.summary():
         progress(line)
@@ -299,13 +302,17 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
         for lock in project_resolve.lock_files(project):
             progress(f"gantry: {lock} is not read: the image installs {found}'s requirements (pin the versions you "
                      f"want there)")
-        project_resolve.check(dependency_lines(project, found), pins, progress)
+        project_resolve.check(dependency_lines(project, found), pins, progress, python=python)
     tag = projects.local_ref(project, flavour)
     wheels = images.select_wheels(wheel_dir, flavour, pins) if found != "Dockerfile" else []
     certs = list(ca_certs) if found != "Dockerfile" else []
     args = dict(build_args or {})
     if found != "Dockerfile":
         args["FLAVOUR"] = flavour
+        if python != project_pins.DEFAULT_PYTHON and "BASE_IMAGE" not in args:
+            args["BASE_IMAGE"] = f"python:{python}-slim-bookworm"  # docker/Dockerfile's base, with that Python
+            progress(f"gantry: Python {python} ({project_pins.PYTHON_FILE}): base {args['BASE_IMAGE']}, whose torch "
+                     "layer is its own (the kit's image is 3.11)")
     else:
         for line in check_own_dockerfile((project / own).read_text(errors="replace"), own, flavour, pins, args):
             progress(line)
@@ -313,7 +320,8 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     progress(f"gantry: building {tag} from {found} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
              f"certificate(s)); log: {log}")
     with build_context(context, found, pins, wheels, certs, own_dockerfile=own,
-                       packages=packages if found != "Dockerfile" else ()) as archive:
+                       packages=packages if found != "Dockerfile" else (),
+                       python=python if found != "Dockerfile" else project_pins.DEFAULT_PYTHON) as archive:
         try:
             built = run_build(archive, own if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
                               log, progress, network_mode, nocache)

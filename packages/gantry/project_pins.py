@@ -23,6 +23,32 @@ INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
 MARKER_ENVIRONMENT = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
                       "os_name": "posix", "python_version": "3.11", "python_full_version": "3.11.0",
                       "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+DEFAULT_PYTHON = MARKER_ENVIRONMENT["python_version"]  # docker/Dockerfile's BASE_IMAGE, python:3.11-slim-bookworm
+# The Pythons a project may ask for in PYTHON_FILE: PyPI has torch's wheels for them (tests/index asks it) and Docker
+# Hub a python:X-slim-bookworm base (Debian bookworm, as the kit's other layers).
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+PYTHON_FILE = ".python-version"  # pyenv's and uv's file: the project's Python, for its image too
+
+
+def image_python(project: Path) -> str:
+    """The Python (MAJOR.MINOR) of the project's image: its .python-version (3.10, 3.10.12, cpython-3.10), else
+    DEFAULT_PYTHON; one it cannot have refused in one line."""
+    path = project / PYTHON_FILE
+    if not path.is_file():
+        return DEFAULT_PYTHON
+    text = next((line.strip() for line in path.read_text(errors="replace").splitlines()
+                 if line.strip() and not line.startswith("#")), "")
+    found = re.fullmatch(r"(?:c?python-?)?(3\.\d+)(?:\.\d+)?", text)
+    if found is None or found.group(1) not in PYTHONS:
+        raise GantryError(f"{PYTHON_FILE}: {text!r} is not a Python the project's image can have",
+                          f"Write one of {', '.join(PYTHONS)} there (or remove the file: {DEFAULT_PYTHON}); nothing "
+                          "was built")
+    return found.group(1)
+
+
+def marker_environment(python: str = DEFAULT_PYTHON) -> dict[str, str]:
+    """The image's environment markers with ``python`` as its Python."""
+    return {**MARKER_ENVIRONMENT, "python_version": python, "python_full_version": f"{python}.0"}
 
 
 @dataclass
@@ -97,7 +123,7 @@ def pyproject_lines(project: Path) -> list[Line]:
     return found
 
 
-def conflict(line: Line, flavour: str, pins: dict) -> str | None:
+def conflict(line: Line, flavour: str, pins: dict, python: str = DEFAULT_PYTHON) -> str | None:
     """Why this line would replace the image's torch, or None."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
@@ -120,7 +146,7 @@ def conflict(line: Line, flavour: str, pins: dict) -> str | None:
         return None  # a local path or URL of something else: pip reads it, torch it is not
     if canonicalize_name(requirement.name) != "torch":
         return None
-    if requirement.marker and not requirement.marker.evaluate(MARKER_ENVIRONMENT):
+    if requirement.marker and not requirement.marker.evaluate(marker_environment(python)):
         return None  # not for the image's platform
     if requirement.url:
         wheel = re.search(r"torch-([^-]+)-", requirement.url)
@@ -144,8 +170,9 @@ def conflict(line: Line, flavour: str, pins: dict) -> str | None:
 def check(project: Path, kind: str, flavour: str, pins: dict) -> None:
     """Refuse, in one line naming FILE:LINE, a requirement that fights the image's torch."""
     lines = requirement_lines(project) if kind == "requirements.txt" else pyproject_lines(project)
+    python = image_python(project)
     for line in lines:
-        problem = conflict(line, flavour, pins)
+        problem = conflict(line, flavour, pins, python)
         if problem:
             raise GantryError(f"{line.file}:{line.number}: {problem} (docker/torch.json)",
                               f"Leave torch out of {line.file} (the image has it) or pin torch=={pins['torch']}; "

@@ -26,14 +26,12 @@ from pathlib import Path
 
 from gantry import project_pins
 from gantry.errors import GantryError
-from gantry.project_pins import MARKER_ENVIRONMENT, Line
+from gantry.project_pins import DEFAULT_PYTHON, Line
 
-IMAGE_PYTHON = MARKER_ENVIRONMENT["python_version"]  # the base image's (Debian bookworm's) Python
 IMAGE_GLIBC_MINOR = 36  # Debian bookworm's glibc 2.36: wheels tagged manylinux_2_36 and older run there
 # What `--platform` must list for pip to take every wheel that runs on the image: pip expands manylinux2014 to
 # manylinux2010 and manylinux1 itself (pip/_internal/utils/compatibility_tags.py), but not the PEP 600 names.
 PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(IMAGE_GLIBC_MINOR, 16, -1)] + ["manylinux2014_x86_64"]
-WHERE = f"Python {IMAGE_PYTHON} on linux x86_64"
 PARALLEL = 8  # requirements asked of the index at once
 OPTION_LINES = ("-r", "--requirement", "-c", "--constraint")  # read through project_pins.requirement_lines
 UNREACHABLE = re.compile(r"Could not fetch URL|Failed to establish a new connection|Temporary failure in name "
@@ -42,11 +40,15 @@ NO_VERSION = re.compile(r"Could not find a version that satisfies the requiremen
 LOCAL = re.compile(r"^(\.{1,2}/|/|file:)")
 
 
-def pip_command(target: str, *requirements: str, deps: bool = False) -> list[str]:
+def where(python: str) -> str:
+    return f"Python {python} on linux x86_64"
+
+
+def pip_command(target: str, *requirements: str, deps: bool = False, python: str = DEFAULT_PYTHON) -> list[str]:
     """pip's resolver for the image's Python and platform, wheels only, nothing downloaded or installed."""
     return [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
             "--disable-pip-version-check", "--retries", "1", "--timeout", "15", "--target", target,
-            "--python-version", IMAGE_PYTHON, "--implementation", "cp", "--only-binary=:all:",
+            "--python-version", python, "--implementation", "cp", "--only-binary=:all:",
             *[arg for platform in PLATFORMS for arg in ("--platform", platform)], *([] if deps else ["--no-deps"]),
             *requirements]
 
@@ -73,7 +75,7 @@ def requirements_of(lines: list[Line]) -> tuple[list[Line], list[str]]:
     return [line for line in lines if not line.text.startswith("-")], options
 
 
-def why_not(result: subprocess.CompletedProcess, named: bool = False) -> str:
+def why_not(result: subprocess.CompletedProcess, named: bool = False, python: str = DEFAULT_PYTHON) -> str:
     """pip's refusal as a few words: no wheel for the image (and the newest version that has one), the requirement
     first when ``named`` (a dependency's), or pip's own first ERROR line."""
     said = result.stderr
@@ -81,7 +83,7 @@ def why_not(result: subprocess.CompletedProcess, named: bool = False) -> str:
     if found:
         newest = f" (newest that has: {newest_final(found.group(2))})" if found.group(2).strip() != "none" \
             else " (no version has one)"
-        return f"{found.group(1) + ' ' if named else ''}has no wheel for {WHERE}{newest}"
+        return f"{found.group(1) + ' ' if named else ''}has no wheel for {where(python)}{newest}"
     errors = [line.removeprefix("ERROR: ") for line in said.splitlines() if line.startswith("ERROR: ")]
     return errors[0] if errors else f"pip exited {result.returncode}"
 
@@ -100,15 +102,16 @@ def newest_final(listed: str) -> str:
     return str(max(finals or versions)) if versions else listed.split(",")[-1].strip()
 
 
-def resolved_marker(requirements: list[Line], options: list[str], pins: dict) -> Path:
+def resolved_marker(requirements: list[Line], options: list[str], pins: dict, python: str = DEFAULT_PYTHON) -> Path:
     """Where a set that resolved is remembered: a code-only rebuild (the same requirements, kit and image) asks the
     index nothing."""
-    key = json.dumps([IMAGE_PYTHON, PLATFORMS, pins["torch"], options, [line.text for line in requirements]])
+    key = json.dumps([python, PLATFORMS, pins["torch"], options, [line.text for line in requirements]])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "gantry" / "resolved" / hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def check(lines: list[Line], pins: dict, say: Callable[[str], None], run=subprocess.run) -> None:
+def check(lines: list[Line], pins: dict, say: Callable[[str], None], run=subprocess.run,
+          python: str = DEFAULT_PYTHON) -> None:
     """Refuse, in one line naming each FILE:LINE, the requirements that pip would build from source in the image or
     cannot find, or a set that does not resolve together under the image's torch (project_pins.constraint); torch
     itself is the image's (project_pins.check judged its line). One pip call for a set that resolves; only when it
@@ -119,7 +122,8 @@ def check(lines: list[Line], pins: dict, say: Callable[[str], None], run=subproc
     requirements, options = requirements_of(lines)
     requirements = [line for line in requirements
                     if canonicalize_name(re.split(r"[\s<>=!~;\[@]", line.text, maxsplit=1)[0]) != "torch"]
-    marker = resolved_marker(requirements, options, pins)
+    marker = resolved_marker(requirements, options, pins, python)
+    here = where(python)
     if not requirements or marker.is_file():
         return
     with tempfile.TemporaryDirectory(prefix="gantry-resolve-") as target:
@@ -127,30 +131,30 @@ def check(lines: list[Line], pins: dict, say: Callable[[str], None], run=subproc
         constraint.write_text(project_pins.constraint(pins))
 
         def probe(*texts: str, deps: bool = False) -> subprocess.CompletedProcess:
-            return run(pip_command(target, *options, *texts, deps=deps), capture_output=True, text=True,
+            return run(pip_command(target, *options, *texts, deps=deps, python=python), capture_output=True, text=True,
                        timeout=300, check=False)
 
         together = probe("-c", str(constraint), *[line.text for line in requirements], deps=True)
         if together.returncode == 0:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
-            say(f"gantry: all {len(requirements)} requirement(s) resolve to wheels for {WHERE}")
+            say(f"gantry: all {len(requirements)} requirement(s) resolve to wheels for {here}")
             return
         if UNREACHABLE.search(together.stderr):
-            say(f"gantry: could not reach the package index to check the requirements for {WHERE}: building "
+            say(f"gantry: could not reach the package index to check the requirements for {here}: building "
                 "without the check (a requirement without a wheel fails in the build)")
             return
         with ThreadPoolExecutor(PARALLEL) as pool:
             results = list(pool.map(lambda line: probe(line.text), requirements))
-    failed = [(line, why_not(r)) for line, r in zip(requirements, results) if r.returncode]
+    failed = [(line, why_not(r, python=python)) for line, r in zip(requirements, results) if r.returncode]
     if failed:
         named = "; ".join(f"{line.file}:{line.number}: {line.text} {why}" for line, why in failed)
         raise GantryError(f"{len(failed)} of {len(requirements)} requirement(s) cannot be installed in the image as "
                           f"wheels: {named}",
-                          f"Pin versions with wheels for {WHERE} (`pip index versions NAME` lists them), or build "
-                          "from a Dockerfile of your own whose base has the Python they need; nothing was built")
-    raise GantryError(f"the requirements do not resolve together for {WHERE} with the image's torch "
-                      f"{pins['torch']}: {why_not(together, named=True)}",
+                          f"Pin versions with wheels for {here} (`pip index versions NAME` lists them), or ask for "
+                          f"the Python they need in {project_pins.PYTHON_FILE} (3.10); nothing was built")
+    raise GantryError(f"the requirements do not resolve together for {here} with the image's torch "
+                      f"{pins['torch']}: {why_not(together, named=True, python=python)}",
                       "Loosen or change the pins pip names (its full message: pip install --dry-run -r "
                       "requirements.txt); nothing was built")
 

@@ -18,7 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from gantry import project_context, project_dockerfile
+from gantry import project_context, project_dockerfile, project_pins
 
 
 def name(project: Path) -> str:
@@ -67,7 +67,8 @@ def local_ref(project: Path, flavour: str) -> str:
     is elsewhere (`gantry build --dockerfile PATH`) has none of the root kinds: no -KIT, and `gantry run`, which is
     not told the path, names the same tag."""
     found = project_dockerfile.kind(project) if project_dockerfile.has_kind(project) else "Dockerfile"
-    recipe = project_dockerfile.kit_recipe(found)
+    recipe = project_dockerfile.kit_recipe(found, python=project_pins.image_python(project)) \
+        if found != "Dockerfile" else None
     return f"{name(project)}:{flavour}-{version(project)}" + (f"-{recipe}" if recipe else "")
 
 

@@ -158,3 +158,23 @@ def test_a_projects_own_dockerfile_failing_or_without_torch_is_one_line(docker_c
     finally:
         if built_tag:
             docker("rmi", "-f", built_tag, check=False)
+
+
+@pytest.mark.timeout(600)
+def test_a_base_without_the_python_the_project_asks_for_stops_the_build_at_its_first_step(docker_client, local_base,
+                                                                                         tmp_path):
+    """#100: .python-version 3.10 on a base that has 3.11 (BASE_IMAGE given, as for a mirror) fails in seconds, before
+    torch is installed, in one line naming both; python:3.10-slim-bookworm, the default then, is on Docker Hub,
+    which this machine cannot reach."""
+    project = tmp_path / "py310"
+    project.mkdir()
+    (project / "requirements.txt").write_text("")
+    (project / "train.py").write_text("")
+    (project / ".python-version").write_text("3.10\n")
+    lines: list[str] = []
+    began = time.monotonic()
+    with pytest.raises(images.ImageBuildError) as failed:
+        build(project, local_base, lines)
+    assert "error: BASE_IMAGE has Python 3.11, .python-version asks for 3.10" in failed.value.line(), lines[-20:]
+    assert "failed at step 3/" in failed.value.line() and time.monotonic() - began < 120
+    assert not any("install_torch.sh" in line for line in lines if line.startswith("Step "))

@@ -129,6 +129,23 @@ def test_every_torch_pin_resolves_on_the_index_its_install_uses(who, requirement
                    f"{' for linux/amd64 cp311' if image else ''} ({len(files)} files listed)")
 
 
+def project_python_cases() -> list[tuple[str, str]]:
+    from gantry.project_pins import PYTHONS
+
+    return [(python, index) for python in PYTHONS for index in (PINS["cpu_index_url"], PINS["cuda_index_url"])]
+
+
+@pytest.mark.parametrize(("python", "index"), project_python_cases())
+def test_every_python_a_project_may_ask_for_has_the_images_torch(python, index):
+    """A project's .python-version (gantry.project_pins.PYTHONS) builds its image's torch layer for that Python, from
+    the CPU index (cpu) or PyPI (cuda): each must list a linux/amd64 wheel of the pin for it."""
+    tag = "cp" + python.replace(".", "")
+    files = index_files(index, "torch")
+    found = [f for f in wheels(files, torch_pins.requirement(PINS), image=False)
+             if re.search(rf"-{tag}-{tag}-(manylinux[^-]*|linux)_x86_64\.whl$", f["filename"])]
+    assert found, f"{index} has no linux/amd64 {tag} wheel of {torch_pins.requirement(PINS)} for .python-version {python}"
+
+
 # ---- 2. the CUDA image's torch carries exactly the CUDA infra requires -------------------------------------------
 
 def requires_dist(wheel: dict, version: str) -> list[str]:

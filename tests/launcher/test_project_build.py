@@ -270,10 +270,36 @@ def test_requirements_without_a_wheel_for_the_images_python_are_all_named_in_sec
                            "that has: "), line
     assert "; requirements.txt:3: h5py==3.7.0 has no wheel for Python 3.11 on linux x86_64 (newest that has: " in line
     assert line.endswith("Pin versions with wheels for Python 3.11 on linux x86_64 (`pip index versions NAME` lists "
-                         "them), or build from a Dockerfile of your own whose base has the Python they need; nothing "
-                         "was built"), line
+                         "them), or ask for the Python they need in .python-version (3.10); nothing was built"), line
     assert "gantry: poetry.lock is not read: the image installs requirements.txt's requirements" in result.stdout
     assert "Docker engine" not in result.stderr and "Step 1/" not in result.stdout
+
+    # as the message says: the project asks for the Python of its pins, and the same index says they resolve there
+    (project / ".python-version").write_text("3.10.12\n")
+    on_310 = gantry_build(tmp_path, "--project", str(project))
+    assert "gantry: all 3 requirement(s) resolve to wheels for Python 3.10 on linux x86_64" in on_310.stdout, \
+        on_310.stdout + on_310.stderr
+    assert "base python:3.10-slim-bookworm, whose torch layer is its own" in on_310.stdout
+    assert on_310.returncode == 1 and "Docker engine" in on_310.stderr  # then the build: no engine in this test
+    tags = {projects.local_ref(project, "cpu")}
+    (project / ".python-version").write_text("3.11\n")
+    assert projects.local_ref(project, "cpu") not in tags  # another Python, another image: never the 3.10 one
+    (project / ".python-version").write_text("3.9\n")
+    old = gantry_build(tmp_path, "--project", str(project))
+    assert old.returncode == 1 and old.stderr.strip().splitlines() == [
+        ("gantry: error: .python-version: '3.9' is not a Python the project's image can have. Write one of 3.10, 3.11, "
+        "3.12, 3.13 there (or remove the file: 3.11); nothing was built")]
+
+
+def test_another_python_checks_its_base_first_and_keeps_the_kits_steps_otherwise():
+    default = project_dockerfile.dockerfile("requirements.txt", True)
+    on_310 = project_dockerfile.dockerfile("requirements.txt", True, python="3.10")
+    check = project_dockerfile.python_check("3.10")
+    assert check not in default and on_310.replace(check + "\n", "") == default  # one step more, the rest verbatim
+    lines = on_310.splitlines()
+    assert lines[lines.index(check) - 1] == "FROM ${BASE_IMAGE} AS builder"  # before torch: a wrong base fails first
+    assert project_dockerfile.kit_recipe("requirements.txt", python="3.10") != \
+        project_dockerfile.kit_recipe("requirements.txt")
 
 
 def test_requirements_that_resolved_are_not_asked_again_and_a_change_is(tmp_path, monkeypatch):
