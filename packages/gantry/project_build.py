@@ -272,6 +272,27 @@ def check_own_dockerfile(text: str, name: str, flavour: str, pins: dict, args: d
     return said
 
 
+def require_base(base: str, python: str) -> None:
+    """The base a project's Python asks for, here or pulled now: where it cannot be had (no Docker Hub from here),
+    one line naming the BASE_IMAGE to give instead, before anything is built."""
+    import docker
+
+    client = images.docker_client()
+    try:
+        client.images.get(base)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(base)
+    except docker.errors.DockerException as error:
+        reason = " ".join(str(getattr(error, "explanation", None) or error).split())[:160]  # the engine's words
+        raise GantryError(f"the base {base}, for the project's Python {python}, cannot be pulled here ({reason})",
+                          f"Name a Debian bookworm image with Python {python} and its venv module: gantry build "
+                          f"--base-image REGISTRY/python:{python}-slim-bookworm (a mirror's), or ask for "
+                          f"{project_pins.DEFAULT_PYTHON}; nothing was built") from None
+
+
 def build(project: Path, flavour: str, progress: Callable[[str], None] = print, *,
           max_context_mb: float = project_context.DEFAULT_MAX_CONTEXT_MB, build_args: dict | None = None,
           wheel_dir: Path | None = None, ca_certs: Iterable[Path] = (), network_mode: str | None = "host",
@@ -311,8 +332,9 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
         args["FLAVOUR"] = flavour
         if python != project_pins.DEFAULT_PYTHON and "BASE_IMAGE" not in args:
             args["BASE_IMAGE"] = f"python:{python}-slim-bookworm"  # docker/Dockerfile's base, with that Python
-            progress(f"gantry: Python {python} ({project_pins.PYTHON_FILE}): base {args['BASE_IMAGE']}, whose torch "
+            progress(f"gantry: Python {python} (the project asks for it): base {args['BASE_IMAGE']}, whose torch "
                      "layer is its own (the kit's image is 3.11)")
+            require_base(args["BASE_IMAGE"], python)
     else:
         for line in check_own_dockerfile((project / own).read_text(errors="replace"), own, flavour, pins, args):
             progress(line)

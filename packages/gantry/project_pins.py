@@ -30,20 +30,47 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 PYTHON_FILE = ".python-version"  # pyenv's and uv's file: the project's Python, for its image too
 
 
+PYTHON_FILES = (PYTHON_FILE, "runtime.txt")  # repo2docker's too: runtime.txt says python-3.10
+
+
 def image_python(project: Path) -> str:
-    """The Python (MAJOR.MINOR) of the project's image: its .python-version (3.10, 3.10.12, cpython-3.10), else
-    DEFAULT_PYTHON; one it cannot have refused in one line."""
-    path = project / PYTHON_FILE
-    if not path.is_file():
-        return DEFAULT_PYTHON
-    text = next((line.strip() for line in path.read_text(errors="replace").splitlines()
-                 if line.strip() and not line.startswith("#")), "")
-    found = re.fullmatch(r"(?:c?python-?)?(3\.\d+)(?:\.\d+)?", text)
-    if found is None or found.group(1) not in PYTHONS:
-        raise GantryError(f"{PYTHON_FILE}: {text!r} is not a Python the project's image can have",
-                          f"Write one of {', '.join(PYTHONS)} there (or remove the file: {DEFAULT_PYTHON}); nothing "
-                          "was built")
-    return found.group(1)
+    """The Python (MAJOR.MINOR) of the project's image, from what the project already says, in repo2docker's order:
+    .python-version (3.10, 3.10.12) or runtime.txt (python-3.10), else pyproject's requires-python (the kit's 3.11
+    where it allows it, else the newest of PYTHONS it allows), else DEFAULT_PYTHON. One it cannot have is refused
+    in one line naming the file."""
+    for name in PYTHON_FILES:
+        path = project / name
+        if path.is_file():
+            text = next((line.strip() for line in path.read_text(errors="replace").splitlines()
+                         if line.strip() and not line.startswith("#")), "")
+            found = re.fullmatch(r"(?:c?python-?)?(3\.\d+)(?:\.\d+)?", text)
+            if found is None or found.group(1) not in PYTHONS:
+                raise GantryError(f"{name}: {text!r} is not a Python the project's image can have",
+                                  f"Write one of {', '.join(PYTHONS)} there (or remove the file: {DEFAULT_PYTHON}); "
+                                  "nothing was built")
+            return found.group(1)
+    return requires_python(project) or DEFAULT_PYTHON
+
+
+def requires_python(project: Path) -> str | None:
+    """The Python pyproject.toml's requires-python allows: the kit's where it may, else the nearest to it."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        wanted = tomllib.loads((project / "pyproject.toml").read_text()).get("project", {}).get("requires-python")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    if not isinstance(wanted, str):
+        return None
+    try:
+        allowed = [python for python in PYTHONS if SpecifierSet(wanted).contains(f"{python}.0")]
+    except InvalidSpecifier:
+        allowed = []
+    if not allowed:
+        raise GantryError(f"pyproject.toml: requires-python = {wanted!r} allows none of the Pythons the project's "
+                          f"image can have ({', '.join(PYTHONS)})", "Widen it, or name one in .python-version; "
+                          "nothing was built")
+    return min(allowed, key=lambda python: abs(int(python.split(".")[1]) - int(DEFAULT_PYTHON.split(".")[1])))
 
 
 def marker_environment(python: str = DEFAULT_PYTHON) -> dict[str, str]:

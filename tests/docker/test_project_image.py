@@ -178,3 +178,37 @@ def test_a_base_without_the_python_the_project_asks_for_stops_the_build_at_its_f
     assert "error: BASE_IMAGE has Python 3.11, .python-version asks for 3.10" in failed.value.line(), lines[-20:]
     assert "failed at step 3/" in failed.value.line() and time.monotonic() - began < 120
     assert not any("install_torch.sh" in line for line in lines if line.startswith("Step "))
+
+    # without --base-image the base is Docker Hub's python:3.10-slim-bookworm: had, or pulled, or named as the fix
+    lines.clear()
+    try:
+        project_build.build(project, "cpu", lines.append, wheel_dir=images.default_wheel_dir())
+    except images.ImageBuildError:
+        pytest.skip("Docker Hub answered: python:3.10-slim-bookworm was pulled, and the build went on")
+    except GantryError as refused:
+        assert refused.line().startswith("the base python:3.10-slim-bookworm, for the project's Python 3.10, cannot be "
+                                         "pulled here ("), refused.line()
+        assert "gantry build --base-image REGISTRY/python:3.10-slim-bookworm" in refused.line()
+        assert "http+docker" not in refused.line()  # the engine's words, not the SDK's request
+        print(refused.line())
+        assert not any(line.startswith("Step ") for line in lines)
+
+
+@pytest.mark.timeout(900)
+def test_a_project_with_an_apt_txt_builds_and_its_command_finds_the_package(cpu_image, local_base, tmp_path):
+    """#100: apt.txt's packages, asked of Debian's index first (or said unchecked where it does not answer), in the
+    image's apt layer with git and make; the project's command runs them."""
+    project = tmp_path / "with-apt"
+    project.mkdir()
+    (project / "requirements.txt").write_text("")
+    (project / "apt.txt").write_text("# a JSON tool the project's scripts call\njq\n")
+    (project / "train.sh").write_text("echo '{\"step\": 3}' | jq .step\n")
+    lines: list[str] = []
+    built = build(project, local_base, lines)
+    try:
+        assert built.torch_reused(), "\n".join(lines[-40:])
+        assert run_in(built.tag, "sh", "train.sh") == "3"
+        assert any(step.startswith("RUN apt-get update") and step.rstrip().endswith(
+            "git make jq && rm -rf /var/lib/apt/lists/*") for step in built.steps), built.steps
+    finally:
+        docker("rmi", "-f", built.tag, check=False, timeout=300)

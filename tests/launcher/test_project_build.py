@@ -457,3 +457,27 @@ def test_apt_txt_names_are_asked_of_debians_index_before_anything_is_built(tmp_p
     assert project_apt.check(project, said.append, unreachable) == ("git", "make", "ffmpeg")
     assert said == [(f"gantry: Debian's package index ({(tmp_path / 'no').as_uri()}) cannot be reached: apt.txt's "
                     "names are not checked here; apt-get judges them in the build")]
+
+
+@pytest.mark.parametrize(("files", "python"), [
+    ({}, "3.11"),
+    ({".python-version": "3.10.12\n"}, "3.10"),
+    ({".python-version": "cpython-3.12\n", "runtime.txt": "python-3.10\n"}, "3.12"),  # pyenv's file first
+    ({"runtime.txt": "python-3.10\n"}, "3.10"),  # repo2docker's
+    ({"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=3.8"\n'}, "3.11"),  # the kit's, allowed
+    ({"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=3.9,<3.11"\n'}, "3.10"),
+    ({"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=3.12"\n'}, "3.12"),  # the nearest allowed
+])
+def test_the_images_python_is_what_the_project_already_says(tmp_path, files, python):
+    assert project_pins.image_python(write(tmp_path / "p", files or {"train.py": ""})) == python
+
+
+@pytest.mark.parametrize(("files", "line"), [
+    ({"runtime.txt": "python-2.7\n"}, "runtime.txt: 'python-2.7' is not a Python the project's image can have. "),
+    ({"pyproject.toml": '[project]\nname = "p"\nrequires-python = "<3.9"\n'},
+     "pyproject.toml: requires-python = '<3.9' allows none of the Pythons the project's image can have (3.10, "),
+])
+def test_a_python_the_image_cannot_have_is_one_line(tmp_path, files, line):
+    with pytest.raises(GantryError) as refused:
+        project_pins.image_python(write(tmp_path / "p", files))
+    assert refused.value.line().startswith(line) and "nothing was built" in refused.value.line()
