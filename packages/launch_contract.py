@@ -114,6 +114,30 @@ def sync_url(run_dir: str, node_rank: int, folder: str) -> str:
     return f"{run_dir.rstrip('/')}/{SYNC_FOLDER}/node-{node_rank}/{folder.strip('/')}"
 
 
+# ---- the run's bucket, as every writer and reader of it names things -----------------------------------------------
+# Its API's address: Google's, unless STORAGE_EMULATOR_HOST names another (the name google-cloud-storage and gcsfs
+# read): one setting for the laptop, the agent and the containers (tests: a GCS server).
+STORAGE_API = "https://storage.googleapis.com"
+STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+
+
+def storage_endpoint(environ) -> str:
+    endpoint = (environ.get(STORAGE_EMULATOR_ENV) or STORAGE_API).rstrip("/")
+    return endpoint if "://" in endpoint else f"http://{endpoint}"
+
+
+def partial_name(name: str) -> str:
+    """The one partial-file rule: a file is written as .NAME.part beside its place, then renamed, so no reader (a
+    listing, a restore, `gantry fetch`) takes half of one."""
+    head, _, tail = name.rpartition("/")
+    return (f"{head}/" if head else "") + f".{tail}.part"
+
+
+def is_partial(name: str) -> bool:
+    tail = name.rpartition("/")[2]
+    return tail.startswith(".") and tail.endswith(".part")
+
+
 def check_relative(path: str, what: str) -> str:
     """A --sync folder or --stats file: relative to the project's root and inside it; ValueError names the rule."""
     parts = path.replace("\\", "/").strip("/").split("/")

@@ -30,6 +30,8 @@ from launch_contract import (
     Report,
     RunSpec,
     ended_url,
+    is_partial,
+    partial_name,
 )
 from launch_contract import check_run_id as contract_run_id
 
@@ -327,14 +329,14 @@ def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
     for path, info in sorted(fs.find(root, detail=True).items()):
         relative = path[len(root):].lstrip("/")
         name = relative.rsplit("/", 1)[-1]
-        if name.startswith(".") and name.endswith(".part"):
-            continue  # uploads in progress (.NAME.part); a --sync folder's own dot-files come home
+        if is_partial(name):
+            continue  # uploads in progress (launch_contract.partial_name); a --sync folder's own dot-files come home
         target = os.path.join(destination, *relative.split("/"))
         size = int(info.get("size") or 0)
         if os.path.isfile(target) and os.path.getsize(target) == size:
             continue
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        fs.get(path, target + ".part")
-        os.replace(target + ".part", target)
+        fs.get(path, partial_name(target))
+        os.replace(partial_name(target), target)
         copied.append((relative, os.path.getsize(target)))
     return copied

@@ -34,7 +34,7 @@ A stop that fails (no permission, no network) is logged in one line naming the f
 
 The modules, in the order the loop uses them:
     settings     everything from the environment (agent.env); GANTRY_METADATA_URL, GANTRY_AGENT_DOCKER (a command
-                 line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, GANTRY_AGENT_STORAGE_URL, GANTRY_AGENT_TPU_URL and
+                 line), GANTRY_AGENT_POWEROFF, GANTRY_AGENT_SERIAL, STORAGE_EMULATOR_HOST, GANTRY_AGENT_TPU_URL and
                  GANTRY_AGENT_UPTIME_FILE swap what it talks to for tests
     metadata     the metadata server: the run spec in, the report out (rate-limited), the VM's token
     decide       the decision, pure: what the node observes -> the next memory and the actions (fake-clock tests)

@@ -6,7 +6,14 @@ from __future__ import annotations
 import os
 import shlex
 
-from launch_contract import NAMESPACE, RUN_KEY, STOP_GRACE_SECONDS, SYNC_FINAL_SECONDS, sync_stop_grace
+from launch_contract import (
+    NAMESPACE,
+    RUN_KEY,
+    STOP_GRACE_SECONDS,
+    SYNC_FINAL_SECONDS,
+    storage_endpoint,
+    sync_stop_grace,
+)
 
 # A trainer that keeps exiting non-zero without a new training step for this long powers its node off. The usual
 # cause is a preempted Spot peer: the other nodes fail at the rendezvous and restart until someone restarts the
@@ -58,7 +65,7 @@ class Settings:
         self.state_dir = get("GANTRY_AGENT_STATE_DIR", "/var/lib/gantry")
         self.runs_dir = get("GANTRY_AGENT_RUNS_DIR", os.path.join(self.state_dir, "runs"))
         # Cloud Storage's JSON API, where a TPU VM's agent uploads the run's output (ConsoleLog); tests: a fake.
-        self.storage_url = get("GANTRY_AGENT_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
+        self.storage_url = storage_endpoint(environ)  # STORAGE_EMULATOR_HOST, as gcsfs reads it, else Google's
         self.console_upload_seconds = float(get("GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS", "5"))
         self.shm_size = get("GANTRY_AGENT_SHM_SIZE", "4g")  # actors share weights through /dev/shm
         # Site-specific `docker run` flags (a mount, --cpus): the node twin mounts its local bucket with it.

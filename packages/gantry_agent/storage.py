@@ -12,6 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from launch_contract import is_partial, partial_name
+
 CHUNK = 1024 * 1024
 
 
@@ -59,7 +61,7 @@ def list_objects(url: str, token, storage_url: str, timeout: float = 60) -> dict
     if scheme == "file":
         for folder, _, files in os.walk(root):
             for name in files:
-                if not name.endswith(".tmp"):  # another writer's copy in flight
+                if not is_partial(name):  # another writer's copy in flight
                     stat = os.stat(os.path.join(folder, name))
                     found[os.path.relpath(os.path.join(folder, name), root)] = (stat.st_size, stat.st_mtime)
         return found
@@ -75,7 +77,7 @@ def list_objects(url: str, token, storage_url: str, timeout: float = 60) -> dict
         with _open(request, timeout) as response:
             body = json.loads(response.read() or b"{}")
         for item in body.get("items", []):
-            if not item["name"].endswith("/"):  # a folder placeholder the console makes
+            if not item["name"].endswith("/") and not is_partial(item["name"]):  # a console folder, a copy in flight
                 found[item["name"][len(prefix):]] = (int(item["size"]), _epoch(item["updated"]))
         page = body.get("nextPageToken", "")
         if not page:
@@ -86,7 +88,7 @@ def download(url: str, path: str, token, storage_url: str, timeout: float = 600)
     """The object at ``url`` into the local ``path``, whole or not at all (a .tmp beside it, then a rename)."""
     scheme, bucket, name = _split(url)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "wb") as out:
+    with open(partial_name(path), "wb") as out:
         if scheme == "file":
             with open(name, "rb") as source:
                 shutil.copyfileobj(source, out, CHUNK)
@@ -97,7 +99,7 @@ def download(url: str, path: str, token, storage_url: str, timeout: float = 600)
                 headers={"Authorization": f"Bearer {token()}"})
             with _open(request, timeout) as response:
                 shutil.copyfileobj(response, out, CHUNK)
-    os.replace(path + ".tmp", path)
+    os.replace(partial_name(path), path)
 
 
 def upload(url: str, data, token, storage_url: str, content_type: str = "application/octet-stream",
@@ -107,11 +109,11 @@ def upload(url: str, data, token, storage_url: str, content_type: str = "applica
     if scheme == "file":  # a plain copy, renamed into place: a reader never sees half a file
         os.makedirs(os.path.dirname(name), exist_ok=True)
         if isinstance(data, bytes):
-            with open(name + ".tmp", "wb") as out:
+            with open(partial_name(name), "wb") as out:
                 out.write(data)
         else:
-            shutil.copyfile(data, name + ".tmp")
-        os.replace(name + ".tmp", name)
+            shutil.copyfile(data, partial_name(name))
+        os.replace(partial_name(name), name)
         return
     # The simple upload (objects.insert, cloud.google.com/storage/docs/json_api/v1/objects/insert): POST
     # /upload/storage/v1/b/BUCKET/o?uploadType=media&name=OBJECT, the body the object's data, which replaces an
@@ -130,3 +132,24 @@ def upload(url: str, data, token, storage_url: str, content_type: str = "applica
     finally:
         if body is not data:
             body.close()
+
+
+def delete(url: str, token, storage_url: str, timeout: float = 60) -> None:
+    """Remove the object at ``url``; one already gone is no error."""
+    scheme, bucket, name = _split(url)
+    if scheme == "file":
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
+        return
+    # objects.delete (cloud.google.com/storage/docs/json_api/v1/objects/delete): DELETE /storage/v1/b/BUCKET/o/OBJECT,
+    # 204 No Content; 404 when there is no such object (deleted already: what was asked).
+    request = urllib.request.Request(f"{_bucket_url(storage_url, bucket)}/{urllib.parse.quote(name, safe='')}",
+                                     method="DELETE", headers={"Authorization": f"Bearer {token()}"})
+    try:
+        with _open(request, timeout) as response:
+            response.read()
+    except StorageError as error:
+        if not str(error).startswith("HTTP 404"):
+            raise

@@ -7,7 +7,10 @@ copied by the agent, on the host, to launch_contract.sync_url(run_dir, node_rank
               deleted, a run resumed elsewhere), or holds older and of another size, is put back, so a program
               resuming from its own checkpoints resumes
     push      every sync_seconds while it runs, when it ends, and on stop: the files changed since they were last
-              copied (size and mtime); nothing is ever deleted in the bucket
+              copied (size and mtime); a file this node copied or restored that the program has since deleted (a
+              checkpoint it pruned) is deleted in the bucket too, as the kit's trainer prunes its own, except
+              while the folder holds no file at all (a program that empties its folder to start afresh does
+              not empty the bucket's copy)
 
 A program should write each checkpoint whole (a temporary name, then a rename): a file copied while it is written
 is copied again once its size or mtime changes, but the bucket holds the half one until then.
@@ -54,8 +57,9 @@ class FolderSync:
         return written
 
     def push(self, deadline: float | None = None) -> tuple[int, int]:
-        """Copy the files changed since their last copy; (files copied, files left for the next turn because
-        ``deadline`` (monotonic) passed). StorageError on the first refusal: the rest wait for the next turn."""
+        """Copy the files changed since their last copy, then prune the bucket's copies of the files the program
+        deleted; (files copied, a deletion counted as one, files left for the next turn because ``deadline`` (monotonic) passed).
+        StorageError on the first refusal: the rest wait for the next turn."""
         copied = left = 0
         for name in self.changed():
             if deadline is not None and time.monotonic() >= deadline:
@@ -69,6 +73,12 @@ class FolderSync:
                            timeout=timeout)
             self.copied[name] = (stat.st_size, stat.st_mtime_ns)
             copied += 1
+        gone = [name for name in self.copied if _stat(os.path.join(self.local, name)) is None]
+        if gone and any(files for _, _, files in os.walk(self.local)):
+            for name in gone:
+                storage.delete(f"{self.url}/{name}", self.token, self.storage_url)
+                del self.copied[name]
+                copied += 1
         return copied, left
 
     def changed(self) -> list[str]:

@@ -16,7 +16,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from launch_contract import STAGING_ENV, STATS_FILE
+from launch_contract import STAGING_ENV, STATS_FILE, STORAGE_EMULATOR_ENV, partial_name, storage_endpoint
 
 from . import checkpoint
 from .errors import ConfigError
@@ -110,7 +110,7 @@ class RunDir:
         for name in wanted:
             target = self.local / name
             if not target.exists():
-                tmp = target.with_name(f".{name}.part")
+                tmp = target.with_name(partial_name(name))
                 self.fs.get(f"{self.root}/{name}", str(tmp))
                 os.replace(tmp, target)
 
@@ -137,11 +137,10 @@ class RunDir:
         """Upload under a hidden name, then move: a reader never sees half a file."""
         folder, _, name = f"{self.root}/{relative}".rpartition("/")
         self.fs.makedirs(folder, exist_ok=True)
-        self.fs.put(str(path), f"{folder}/.{name}.part")
-        self.fs.mv(f"{folder}/.{name}.part", f"{folder}/{name}")
+        self.fs.put(str(path), partial_name(f"{folder}/{name}"))
+        self.fs.mv(partial_name(f"{folder}/{name}"), f"{folder}/{name}")
 
 
-STORAGE_API = "https://storage.googleapis.com"  # STORAGE_EMULATOR_HOST replaces it, as it does for gcsfs
 _STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 
 
@@ -154,7 +153,7 @@ def check_bucket(url: str, timeout_s: float = 10) -> None:
     import requests
 
     bucket = url.removeprefix("gs://").split("/", 1)[0]
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    emulator = os.environ.get(STORAGE_EMULATOR_ENV)
     where = f"run.dir {url}"
     local = "or train into a local folder (--run.dir=runs/NAME)"
     if emulator:
@@ -171,9 +170,7 @@ def check_bucket(url: str, timeout_s: float = 10) -> None:
                               f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), {local}") from None
         session = AuthorizedSession(credentials)
         who = getattr(credentials, "service_account_email", None) or "your Application Default Credentials"
-    api = (emulator or STORAGE_API).rstrip("/")
-    if "://" not in api:
-        api = f"http://{api}"
+    api = storage_endpoint(os.environ)
     try:
         # objects.list, not buckets.get: the nodes' roles/storage.objectAdmin grants storage.objects.list only.
         answer = session.get(f"{api}/storage/v1/b/{bucket}/o", params={"maxResults": "1", "fields": "kind"},

@@ -28,6 +28,7 @@ from launch_contract import (
     STATS_FILE,
     STEP_KEY,
     TRAIN_KIND,
+    partial_name,
 )
 from torch.nn.parallel import DistributedDataParallel
 
@@ -76,8 +77,8 @@ class Output:
 
     def push(self, *names: str) -> None:
         for name in names if self.fs else ():
-            self.fs.put(str(self.local / name), f"{self.root}/.{name}.part")  # readers never see half a file
-            self.fs.mv(f"{self.root}/.{name}.part", f"{self.root}/{name}")
+            self.fs.put(str(self.local / name), partial_name(f"{self.root}/{name}"))  # readers never see half a file
+            self.fs.mv(partial_name(f"{self.root}/{name}"), f"{self.root}/{name}")
 
 
 def main(argv=None) -> int:

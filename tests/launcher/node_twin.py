@@ -127,7 +127,7 @@ class TwinNode:
             # machine (their own state folders, no /dev/ttyS1), and the bucket's address: the agent's JSON API
             # client and the containers' gcsfs (on the host network, as the agent runs them) ask the GCS server.
             "GANTRY_METADATA_URL": metadata.url,
-            "GANTRY_AGENT_STORAGE_URL": bucket.url,
+            "STORAGE_EMULATOR_HOST": bucket.url,
             "GANTRY_AGENT_STATE_DIR": str(root / "var-lib-gantry"),
             "GANTRY_AGENT_SERIAL": str(self.serial),
             "GANTRY_AGENT_DOCKER_RUN_ARGS": " ".join(f"-e {name}={value}" for name, value in bucket.environ.items()),

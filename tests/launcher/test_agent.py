@@ -202,7 +202,7 @@ def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes,
     # Cloud TPU has no serial port API, so `gantry logs` reads the run's output from the run's folder.
     gcs.create_bucket("runs-bucket")
     node = start_node(nodes, tmp_path, metadata, GANTRY_AGENT_CONSOLE_UPLOAD_SECONDS="0.5",
-                      GANTRY_AGENT_STORAGE_URL=gcs.url)
+                      STORAGE_EMULATOR_HOST=gcs.url)
     metadata.set_attribute("tpu-env", "ACCELERATOR_TYPE: 'v3-8'\n")  # what Cloud TPU puts on its VMs
     run = {"args": ["--steps", "0"], "tpu": True, "run_dir": "gs://runs-bucket/runs/r9"}
     metadata.set_attribute(RUN_KEY, spec("r9", **run))

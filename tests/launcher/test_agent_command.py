@@ -83,7 +83,7 @@ def test_a_command_resumes_from_its_restored_folder_reports_its_stats_and_is_cop
     assert copied == "gs://runs-bucket/runs/r5/sync/node-0/ckpt"
     gcs.write(f"{copied}/step-40.txt", b"step 40\n")  # what the node wrote before its preemption
     node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STOP_GRACE_SECONDS="20",
-                GANTRY_AGENT_STORAGE_URL=gcs.url)
+                STORAGE_EMULATOR_HOST=gcs.url)
     nodes.append(node.start())
     run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
            "sync_seconds": 1, "stats_file": "metrics.json", "node_addrs": ["127.0.0.1"]}
@@ -118,7 +118,7 @@ def test_the_time_limit_stops_a_command_copies_its_folder_records_its_end_and_no
                                                                                                  nodes, gcs):
     gcs.create_bucket("runs-bucket")
     run_dir = "gs://runs-bucket/runs/r7"
-    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, STORAGE_EMULATOR_HOST=gcs.url)
     nodes.append(node.start())
     launched_at = time.time()
     run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": run_dir, "sync": ["ckpt"],
@@ -131,7 +131,7 @@ def test_the_time_limit_stops_a_command_copies_its_folder_records_its_end_and_no
     assert gcs.read(f"{sync_url(run_dir, 0, 'ckpt')}/final.txt").startswith(b"stopped at step ")  # SIGTERM, then copied
     assert "ended at its time limit, 0.1 min after the launch" in node.report()["detail"]
     node.stop()  # a reboot (a Spot node someone started again): the new agent starts nothing for it
-    again = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
+    again = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, STORAGE_EMULATOR_HOST=gcs.url)
     nodes.append(again.start())
     runs = len(again.docker_calls("run"))
     wait_until(lambda: "state finished" in again.agent_output(), what="the restarted agent's finished state")
@@ -169,7 +169,7 @@ def test_a_command_that_fails_at_once_is_reported_with_its_last_line_and_not_res
 def test_at_preemption_the_agent_stops_the_command_then_copies_its_folder_within_the_spot_notice(tmp_path,
                                                                                                  metadata, nodes, gcs):
     gcs.create_bucket("runs-bucket")
-    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, GANTRY_AGENT_STORAGE_URL=gcs.url)
+    node = Node(tmp_path / "node", metadata, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR, STORAGE_EMULATOR_HOST=gcs.url)
     nodes.append(node.start())
     run = {"command": True, "args": [sys.executable, str(PROGRAM)], "run_dir": "gs://runs-bucket/runs/r7",
            "sync": ["ckpt"], "sync_seconds": 3600}  # no copy on the timer: the final copy alone

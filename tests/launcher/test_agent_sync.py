@@ -50,18 +50,28 @@ def test_a_bucket_restores_what_the_folder_lacks_and_keeps_what_the_program_wrot
     assert FolderSync(str(local), bucket, lambda: "", gcs.url).restore() == 0  # a restart writes nothing
 
 
-def test_a_push_copies_changed_files_only_and_deletes_nothing_in_the_bucket(tmp_path, gcs):
+def test_a_push_copies_changed_files_and_prunes_what_the_program_pruned_but_never_empties_the_bucket(tmp_path, gcs):
+    """#99: whatever the kit's trainer gets, every program gets: its pruned checkpoints go from the bucket too (the
+    trainer's own writer prunes its), but a program that empties its folder to start afresh leaves the bucket's
+    copy, from which a restarted node restores."""
     gcs.create_bucket("runs-bucket")
     bucket, local = "gs://runs-bucket/runs/r1/sync/node-0/out", tmp_path / "local"
+    gcs.write(f"{bucket}/restored.pt", b"0")  # a copy from an earlier node: restored, then this node's to prune
     folder = FolderSync(str(local), bucket, lambda: "", gcs.url)
-    folder.restore()  # an empty bucket: nothing to put back, the folder is made
+    assert folder.restore() == 1
     write(local / "a", "1")
     write(local / "b", "1")
     assert folder.push() == (2, 0)
     write(local / "a", "22")  # changed (size and mtime)
     os.remove(local / "b")  # the program deleted an old checkpoint
-    assert folder.push() == (1, 0)
-    assert gcs.names(bucket) == ["a", "b"] and gcs.read(f"{bucket}/a") == b"22" and gcs.read(f"{bucket}/b") == b"1"
+    os.remove(local / "restored.pt")
+    assert folder.push() == (3, 0)  # one copied, two pruned
+    assert gcs.names(bucket) == ["a"] and gcs.read(f"{bucket}/a") == b"22"
+    assert folder.push() == (0, 0)
+    os.remove(local / "a")  # the folder emptied whole: nothing is deleted in the bucket
+    assert folder.push() == (0, 0) and gcs.names(bucket) == ["a"]
+    gcs.write(f"{bucket}/.c.part", b"half")  # a copy in flight (launch_contract.partial_name): no restore takes it
+    assert FolderSync(str(tmp_path / "other"), bucket, lambda: "", gcs.url).restore() == 1
 
 
 def test_gs_restore_pages_through_objects_list_and_gets_each_with_the_vms_token(tmp_path):
