@@ -6,7 +6,7 @@ code edit or a new requirement keeps it cached.
 Each name is asked of Debian's own package index for the base image's release before anything is built, so a
 misspelt name costs a second, not a build that fails at apt-get minutes in:
 
-    apt.txt:2: libgl1-mesa-glx is not a package of Debian bookworm (main, amd64); close: libgl1-mesa-dri, libgl1
+    not a package of Debian bookworm (main, amd64): apt.txt:4: ffmpg (close: ffmpeg, ffmpegfs)
 
 The index (Packages.xz, ~9 MB) is read once a week into ~/.cache/gantry/debian/; where it cannot be reached, one line
 says the names were not checked and apt-get judges them in the build.

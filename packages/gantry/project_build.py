@@ -288,9 +288,9 @@ def require_base(base: str, python: str) -> None:
     except docker.errors.DockerException as error:
         reason = " ".join(str(getattr(error, "explanation", None) or error).split())[:160]  # the engine's words
         raise GantryError(f"the base {base}, for the project's Python {python}, cannot be pulled here ({reason})",
-                          f"Name a Debian bookworm image with Python {python} and its venv module: gantry build "
-                          f"--base-image REGISTRY/python:{python}-slim-bookworm (a mirror's), or ask for "
-                          f"{project_pins.DEFAULT_PYTHON}; nothing was built") from None
+                          f"Name a Debian bookworm image with Python {python} and its venv module, a mirror's: "
+                          f"make build-train BASE_IMAGE=REGISTRY/python:{python}-slim-bookworm (gantry build "
+                          f"--base-image), or ask for {project_pins.DEFAULT_PYTHON}; nothing was built") from None
 
 
 def build(project: Path, flavour: str, progress: Callable[[str], None] = print, *,

@@ -188,7 +188,8 @@ def test_a_base_without_the_python_the_project_asks_for_stops_the_build_at_its_f
     except GantryError as refused:
         assert refused.line().startswith("the base python:3.10-slim-bookworm, for the project's Python 3.10, cannot be "
                                          "pulled here ("), refused.line()
-        assert "gantry build --base-image REGISTRY/python:3.10-slim-bookworm" in refused.line()
+        assert "make build-train BASE_IMAGE=REGISTRY/python:3.10-slim-bookworm (gantry build --base-image)" in \
+            refused.line()
         assert "http+docker" not in refused.line()  # the engine's words, not the SDK's request
         print(refused.line())
         assert not any(line.startswith("Step ") for line in lines)

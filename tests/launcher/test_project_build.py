@@ -424,17 +424,17 @@ def test_apt_txt_names_are_asked_of_debians_index_before_anything_is_built(tmp_p
     every name it holds goes into the image with git and make."""
     from gantry import project_apt
 
-    index = debian_index(tmp_path, ["git", "make", "libgl1", "libgl1-mesa-dri", "ffmpeg", "libsndfile1"],
+    index = debian_index(tmp_path, ["git", "make", "libgl1", "ffmpeg", "ffmpegfs", "libsndfile1"],
                          provides={"ffmpeg": "avconv"})
     project = write(tmp_path / "audio", {"requirements.txt": "six\n", "train.py": "",
                                          "apt.txt": "# what soundfile needs\nlibsndfile1\nffmpeg  # decoding\n"
-                                                    "libgl1-mesa-glx\nlibsndfiel1\n"})
+                                                    "ffmpg\nlibsndfiel1\n"})
     environ = {"XDG_CACHE_HOME": str(tmp_path / "cache"), project_apt.INDEX_URL_ENV: index}
     result = gantry_build(tmp_path, "--project", str(project), **environ)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [
-        ("gantry: error: not a package of Debian bookworm (main, amd64): apt.txt:4: libgl1-mesa-glx (close: "
-        "libgl1-mesa-dri); apt.txt:5: libsndfiel1 (close: libsndfile1). Fix the names "
+        ("gantry: error: not a package of Debian bookworm (main, amd64): apt.txt:4: ffmpg (close: ffmpeg, "
+        "ffmpegfs); apt.txt:5: libsndfiel1 (close: libsndfile1). Fix the names "
         "(https://packages.debian.org/bookworm/ finds them); nothing was built.")]
     assert "Step 1/" not in result.stdout
 
