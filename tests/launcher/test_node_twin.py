@@ -134,6 +134,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         status = wait_until(evaluated, timeout=600, interval=5,
                             what=f"a Pons evaluation in the bucket; node 0 said:\n{nodes[0].output()[-3000:]}")
         phase("status shows a Pons evaluation")
+        print(status.stdout, flush=True)  # what a user sees: with -s, the closing notes quote it
         row0, row1 = status.stdout.splitlines()[1:3]
         assert row0.split()[:4] == ["0", "gantry-node-0", "running", "twin"] and int(row0.split()[4]) > 0
         assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"]
@@ -238,6 +239,7 @@ def left_off(cli, twin, fake) -> None:
         assert status.status == ExitStatus.OK, status.output
         assert fake.started == started and "starting it" not in status.stdout, status.stdout
         assert status.stdout.count("terminated, left off: run twin ") == 2, status.stdout
+    print(status.stdout, flush=True)
     for vm in twin.vms:
         vm["status"] = "RUNNING"
 
