@@ -248,9 +248,10 @@ class RunSpec:
     shm_size: str = ""  # the container's /dev/shm (docker's --shm-size); "": the agent's setting
     cpus: float = 0.0  # the node's CPUs the container may use (docker's --cpus); 0: all of them
     gpu_ids: tuple = ()  # the node's GPUs the container gets, by index (docker's --gpus device=...); (): all
-    # {key: format} of the stats numbers the agent reports and `gantry status` shows ("loss {:.3f}"); {}: the first
-    # numbers of the newest record, as named. A project's gantry.yaml names them (its `figures`).
-    figures: dict = dataclasses.field(default_factory=dict)
+    # ((key, format), ...) of the stats numbers the agent reports and `gantry status` shows, in this order ("loss
+    # {:.3f}"; pairs, since the spec's JSON sorts an object's keys); (): the record's first numbers, as named. A
+    # project's gantry.yaml names them (its `figures`).
+    figures: tuple = ()
     show: dict = dataclasses.field(default_factory=dict)  # what else `gantry status` shows (gantry.yaml's pace, reports)
 
     def __post_init__(self):
@@ -283,8 +284,10 @@ class RunSpec:
         object.__setattr__(self, "sync", tuple(check_relative(str(f), "sync folder") for f in self.sync))
         if self.stats_file:
             object.__setattr__(self, "stats_file", check_relative(str(self.stats_file), "stats file"))
-        if not all(isinstance(v, str) for v in self.figures.values()) or not isinstance(self.show, dict):
-            raise ValueError(f"figures {self.figures!r} ({{key: format}}), show {self.show!r} (an object)")
+        pairs = tuple(self.figures.items() if isinstance(self.figures, dict) else self.figures)
+        if not all(len(p) == 2 and all(isinstance(v, str) for v in p) for p in pairs) or not isinstance(self.show, dict):
+            raise ValueError(f"figures {self.figures!r} ((key, format) pairs), show {self.show!r} (an object)")
+        object.__setattr__(self, "figures", tuple(tuple(p) for p in pairs))
 
     @property
     def launch_id(self) -> str:

@@ -138,7 +138,7 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
                     run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
                     sync_seconds=sync_seconds, stats_file=stats_file, max_minutes=limit, stall_minutes=stall_minutes,
                     env=tuple(env), shm_size=shm_size, cpus=cpus, gpu_ids=tuple(gpu_ids),
-                    figures=dict(figures or {}), show=dict(show or {}), **port)
+                    figures=tuple((figures or {}).items()), show=dict(show or {}), **port)
             for node in cluster.nodes]
 
 

@@ -69,7 +69,8 @@ def newest_report(records, keys: str) -> tuple[int | None, dict[str, float]] | N
 
 
 def report_lines(spec: RunSpec, run_url: str) -> list[str]:
-    """One line per report the launch names: its newest figures, or that the stats hold none yet."""
+    """One line per report the launch names whose keys the stats hold, with its newest figures; while they hold
+    none of them, one line saying so (a report that never comes, such as an arena left off, says nothing later)."""
     reports = spec.show.get("reports") or []
     if not reports:
         return []
@@ -79,11 +80,13 @@ def report_lines(spec: RunSpec, run_url: str) -> list[str]:
     for report in reports:
         found = newest_report(records, report["keys"])
         if found is None:
-            lines.append(f"{report['title']}: none in {url.rsplit('/', 1)[-1]} yet")
             continue
         step, figures = found
         text = report.get("format", "{:g}")
         shown = "  ".join(text.format(v) if len(figures) == 1 and k == report["keys"] else f"{k} {text.format(v)}"
                           for k, v in sorted(figures.items()))
         lines.append(f"{report['title']}{'' if step is None else f' at step {step}'}: {shown}")
+    if not lines:
+        titles = ", ".join(report["title"] for report in reports)
+        lines.append(f"{titles}: none in {url.rsplit('/', 1)[-1]} yet")
     return lines

@@ -108,7 +108,7 @@ class RunOutputs:
 
     def named(self, numbers: dict) -> dict:
         """The figures the launch names (RunSpec.figures), else the first MAX_REPORTED_STATS numbers."""
-        named = self.spec.figures or list(numbers)[:MAX_REPORTED_STATS]
+        named = dict(self.spec.figures) or list(numbers)[:MAX_REPORTED_STATS]
         return {key: numbers[key] for key in named if key in numbers}
 
     def progress(self) -> tuple[int | None, dict] | None:

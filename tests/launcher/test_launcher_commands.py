@@ -187,7 +187,7 @@ def test_a_project_declares_its_program_in_gantry_yaml_and_gets_what_the_kits_tr
             "directory on every node") in result.stdout and "(gantry.yaml's command)" in result.stdout
     spec = specs(world)[0]
     assert spec.command and spec.args == ("python", "scripts/train_multi_gpu.py", "--gpus", "all", "--epochs=3")
-    assert (spec.sync, spec.stats_file, spec.figures) == (("checkpoints", "logs"), "checkpoints/stats.jsonl",
+    assert (spec.sync, spec.stats_file, dict(spec.figures)) == (("checkpoints", "logs"), "checkpoints/stats.jsonl",
                                                           {"loss": "loss {:.3f}"})
     run_url = f"{world['bucket']}/runs/g1"
     world["gcs"].write(f"{sync_url(run_url, 0, 'checkpoints')}/stats.jsonl", (

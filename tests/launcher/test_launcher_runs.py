@@ -71,7 +71,7 @@ def test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys(
     assert specs[0].image == world["image"]  # the tag resolved to the digest the registry holds
     # the kit's trainer is a command as any: gantry.yaml's, the flags after -- appended; its figures as it names them
     assert specs[0].command and specs[0].args == (*KIT.command, "--config", "tictactoe", "--run.max_steps=50")
-    assert specs[0].figures == KIT.figures and specs[0].show == KIT.show
+    assert specs[0].figures == tuple(KIT.figures.items()) and specs[0].show == KIT.show  # in the file's order
     assert specs[0].run_dir == f"{world['bucket']}/runs/r1"
     # every launch has the default limit, kept by the agents, whatever runs; the trainer's flags are its own
     assert specs[0].max_minutes == DEFAULT_RUN_MAX_MINUTES and specs[0].deadline is not None
