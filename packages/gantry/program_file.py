@@ -37,7 +37,7 @@ KIT_ROOT = Path(__file__).resolve().parents[2]  # the repository: the kit's trai
 PACKAGES_DIR = KIT_ROOT / "packages"  # what the kit's image holds (selfplay, toytrain, yours under packages/)
 KEYS = ("command", "check", "sync", "stats", "figures", "pace", "reports")
 CHECK_TIMEOUT_S = 120
-PYTHON = re.compile(r"python(3(\.\d+)?)?")
+PYTHON = re.compile(r"python(3(\.\d+)?)?")  # a command's python, python3, python3.12
 ARGPARSE_ERROR = re.compile(r"^[\w.-]+: error: ")  # `prog: error: what`, argparse's one line
 
 

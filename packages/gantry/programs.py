@@ -41,7 +41,7 @@ TORCHRUN, COMMAND = "torchrun", "command"
 # The rendezvous every container gets, whichever program it runs (the agent's docker_run_args).
 RENDEZVOUS_NAMES = (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, GANTRY_NODE_RANK_ENV,
                     GANTRY_NUM_NODES_ENV, GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV, RUN_DIR_ENV)
-PYTHON = re.compile(r"python(3(\.\d+)?)?")  # python, python3, python3.12: the scripts a project check can see
+PYTHON = program_file.PYTHON  # python, python3, python3.12: the scripts a project check can see
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ DESCRIPTION = f"""\
 Start a program on every node of the deployment: the command after --, or, when only flags follow -- (or nothing),
 the program the project's {program_file.FILE_NAME} declares with those flags appended: the kit's own trainer is
 declared so in the repository's {program_file.FILE_NAME}, a project of yours (--project DIR) in its own. The file's
-check, if it names one, runs on this machine first with the same flags, and a refusal starts nothing; then the image is looked up in the registry (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with
-use_tpu, as `make build-train` pushed it; your project's with --project) and the nodes are pinned to its digest;
+check, if it names one, runs on this machine first with the same flags, and a refusal starts nothing; then the
+image is looked up in the registry (REPO/gantry-trainer:cpu, or :cuda with use_gpu, :tpu with use_tpu, as
+`make build-train` pushed it; your project's with --project) and the nodes are pinned to its digest;
 stopped nodes are started (they bill while RUNNING); then each node's instance metadata gets the run spec (run id,
 image, the program, its node rank, the master's address, every node's address). The node agents pull the image and
 start the containers.
@@ -132,8 +133,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-ids", default="", metavar="LIST", help="the node's GPUs the program gets, by index "
                         "(0,1; default: all of a GPU node's); GANTRY_GPUS_PER_NODE counts them")
     parser.add_argument("--run-id", default="", help="name of the new run (default: run-YYYYmmdd-HHMMSS)")
-    parser.add_argument("--resume", default="", metavar="RUN_ID", help="continue RUN_ID from its newest checkpoint "
-                        "(a run the bucket holds)")
+    parser.add_argument("--resume", default="", metavar="RUN_ID", help="launch RUN_ID again in its folder (a run "
+                        "the bucket holds): the kit's trainer continues from its newest checkpoint there")
     parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, help="rendezvous port on node 0 "
                         "(default: %(default)s)")
     parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node, up to "
@@ -142,13 +143,13 @@ def add_arguments(parser) -> None:
                         "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls while following")
-    parser.add_argument("trainer_args", nargs=argparse.REMAINDER, help="after --: flags for the program "
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="after --: flags for the program "
                         f"{program_file.FILE_NAME} declares (-- --epochs 3), or a "
                         "program: -m PACKAGE.MODULE ARGS, SCRIPT.py ARGS (under torchrun) or COMMAND ARGS (as given)")
 
 
 def run(args, env) -> ExitStatus:
-    program, declared = programs.resolve(args.trainer_args, args.project)  # before any call: bad words cost nothing
+    program, declared = programs.resolve(args.program, args.project)  # before any call: bad words cost nothing
     sync, stats_file = check_outputs(args, program, declared)
     limits = programs.check_launch(args.max_minutes, args.stall_minutes, args.env, args.shm_size, args.master_port,
                                    args.nproc_per_node, args.cpus, args.gpu_ids)
@@ -157,7 +158,7 @@ def run(args, env) -> ExitStatus:
     run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
     # the program judges its own flags here, so that a typo costs a second, not a started node and a crash loop
     if declared is not None:
-        program_file.run_check(declared, programs.flags_of(args.trainer_args))
+        program_file.run_check(declared, programs.flags_of(args.program))
     elif program.torchrun and not args.image and args.project is None:  # the kit's image: the laptop holds its
         program_file.check_module(list(program.words))  # packages; an image of your own it cannot see
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
@@ -168,7 +169,7 @@ def run(args, env) -> ExitStatus:
     if args.resume:
         check_resumable(cluster, run_id, env)
         if declared is not None:  # given the run's folder, as a node gives it: what it resumes from is read here
-            checked = program_file.run_check(declared, programs.flags_of(args.trainer_args), run_url=run_url)
+            checked = program_file.run_check(declared, programs.flags_of(args.program), run_url=run_url)
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}" + (f"; its check: {checked}" if checked else ""))
     env.say(program.describe(run_url) + (f" ({declared.path.name}'s command)" if declared is not None else ""))
