@@ -24,6 +24,11 @@ PYTHON     ?= python3
 #: the venv every target uses
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
+# Make names its targets ($(VENV)/.installed) by words: a folder with a space cannot be one, however the recipes
+# quote it, so $(PY) is used unquoted and such a VENV is refused here, in one line, before anything runs.
+ifneq ($(words $(VENV)),1)
+$(error VENV='$(VENV)' holds a space, and make cannot name files in such a folder: choose one without, e.g. VENV=.venv)
+endif
 # pytest-xdist workers: most tests wait on subprocesses, servers and the Docker engine, so more workers than
 # cores pays (tests/conftest.py keeps the tests of one expensive fixture on one worker). 0 = no xdist.
 #: pytest-xdist workers of test and test-fast, 0 = none

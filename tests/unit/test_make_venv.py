@@ -47,3 +47,11 @@ def test_a_torch_spec_other_than_the_venvs_installs_torch_again(tmp_path, made_w
 def test_a_new_venv_installs_torch_then_the_trainer(tmp_path):
     out = dry_run(tmp_path / "new")
     assert out.index(INSTALL) < out.index("pip install -q -e .") < out.index("-m selfplay train")
+
+
+def test_a_venv_folder_with_a_space_is_refused_in_one_line_before_anything_runs(tmp_path):
+    venv = tmp_path / "my venv"
+    made = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "train-local", f"VENV={venv}"],
+                          capture_output=True, text=True, timeout=60, check=False, env=clean_environ())
+    assert made.returncode != 0 and not venv.exists()
+    assert f"VENV='{venv}' holds a space, and make cannot name files in such a folder" in made.stderr, made.stderr
