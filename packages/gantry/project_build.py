@@ -306,6 +306,7 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     if flavour == "tpu" and found != "Dockerfile":
         raise GantryError(f"{project} has a {found}, and gantry builds such a project for cpu and cuda only",
                           "Build with --cpu or --gpu, or add a Dockerfile of your own that installs torch_xla")
+    packages, python = (), project_pins.DEFAULT_PYTHON  # a Dockerfile of the project's own: its own to choose
     if found != "Dockerfile":
         project_pins.check(project, found, flavour, pins)
         project_resolve.refuse_uninstallable(dependency_lines(project, found))
@@ -341,9 +342,8 @@ def build(project: Path, flavour: str, progress: Callable[[str], None] = print, 
     log = log_path(project, flavour)
     progress(f"gantry: building {tag} from {found} ({len(wheels)} local wheel(s), {len(certs)} extra CA "
              f"certificate(s)); log: {log}")
-    with build_context(context, found, pins, wheels, certs, own_dockerfile=own,
-                       packages=packages if found != "Dockerfile" else (),
-                       python=python if found != "Dockerfile" else project_pins.DEFAULT_PYTHON) as archive:
+    with build_context(context, found, pins, wheels, certs, own_dockerfile=own, packages=packages,
+                       python=python) as archive:
         try:
             built = run_build(archive, own if found == "Dockerfile" else f"{GENERATED}/Dockerfile", tag, args,
                               log, progress, network_mode, nocache)

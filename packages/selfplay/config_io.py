@@ -115,6 +115,11 @@ def merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def packaged_configs() -> list[str]:
+    """The names of the configs under packages/selfplay/configs/, which every image carries."""
+    return sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))
+
+
 def resolve_config(name_or_path: str) -> Path:
     """A YAML path, or the name of a packaged config (connect4, tictactoe)."""
     p = Path(name_or_path)
@@ -123,7 +128,7 @@ def resolve_config(name_or_path: str) -> Path:
     packaged = CONFIG_DIR / f"{name_or_path}.yaml"
     if packaged.is_file():
         return packaged
-    names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+    names = ", ".join(packaged_configs())
     raise ConfigError(f"config {name_or_path!r} is neither a file nor a packaged config: choose one of {names} "
                       f"or pass a path to a YAML file")
 

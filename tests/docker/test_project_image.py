@@ -33,6 +33,14 @@ def build(project: Path, base: str, lines: list[str], dockerfile: Path | None = 
                                dockerfile=dockerfile)
 
 
+def project_of(folder: Path, files: dict[str, str]) -> Path:
+    """A small project of the files given, no dependencies unless named."""
+    folder.mkdir()
+    for name, text in {"requirements.txt": "", **files}.items():
+        (folder / name).write_text(text)
+    return folder
+
+
 def run_in(tag: str, *command: str) -> str:
     return docker("run", "--rm", "--network", "none", tag, *command, timeout=300).stdout.strip()
 
@@ -166,11 +174,7 @@ def test_a_base_without_the_python_the_project_asks_for_stops_the_build_at_its_f
     """#100: .python-version 3.10 on a base that has 3.11 (BASE_IMAGE given, as for a mirror) fails in seconds, before
     torch is installed, in one line naming both; python:3.10-slim-bookworm, the default then, is on Docker Hub,
     which this machine cannot reach."""
-    project = tmp_path / "py310"
-    project.mkdir()
-    (project / "requirements.txt").write_text("")
-    (project / "train.py").write_text("")
-    (project / ".python-version").write_text("3.10\n")
+    project = project_of(tmp_path / "py310", {"train.py": "", ".python-version": "3.10\n"})
     lines: list[str] = []
     began = time.monotonic()
     with pytest.raises(images.ImageBuildError) as failed:
@@ -199,11 +203,8 @@ def test_a_base_without_the_python_the_project_asks_for_stops_the_build_at_its_f
 def test_a_project_with_an_apt_txt_builds_and_its_command_finds_the_package(cpu_image, local_base, tmp_path):
     """#100: apt.txt's packages, asked of Debian's index first (or said unchecked where it does not answer), in the
     image's apt layer with git and make; the project's command runs them."""
-    project = tmp_path / "with-apt"
-    project.mkdir()
-    (project / "requirements.txt").write_text("")
-    (project / "apt.txt").write_text("# a JSON tool the project's scripts call\njq\n")
-    (project / "train.sh").write_text("echo '{\"step\": 3}' | jq .step\n")
+    project = project_of(tmp_path / "with-apt", {"apt.txt": "# a JSON tool the project's scripts call\njq\n",
+                                                  "train.sh": "echo '{\"step\": 3}' | jq .step\n"})
     lines: list[str] = []
     built = build(project, local_base, lines)
     try:

@@ -74,8 +74,8 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
             at = _age(None if report.last_line_at is None else max(0.0, now - report.last_line_at))
             lines.append(f"node {s.node.rank}: last line ({at}): {report.last_line}")
         formats = dict(s.spec.figures) if s.spec is not None else {}
-        ordered = sorted(report.figures.items(), key=lambda item: list(formats).index(item[0])
-                         if item[0] in formats else len(formats))  # as the launch's gantry.yaml lists them
+        place = {key: n for n, key in enumerate(formats)}  # as the launch's gantry.yaml lists them, then the rest
+        ordered = sorted(report.figures.items(), key=lambda item: place.get(item[0], len(place)))
         numbers = [formats[key].format(value) if key in formats else f"{key} {_number(value)}"
                    for key, value in ordered
                    if isinstance(value, (int, float)) and not (key in STEP_KEYS and value == report.step)]

@@ -16,7 +16,7 @@ from launch_contract import RUN_DIR_ENV
 
 from selfplay.cli.options import add_config_argument, load_config, settings_help
 from selfplay.config import Config
-from selfplay.config_io import CONFIG_DIR
+from selfplay.config_io import packaged_configs
 from selfplay.errors import ConfigError, ExitStatus
 
 NAME = "check"
@@ -37,8 +37,8 @@ def add_arguments(parser) -> None:
 def run(args, overrides) -> int:
     """Refused the same way as train; without --resume nothing is written or imported beyond the config (no
     torch: quick)."""
-    if args.for_node and not (CONFIG_DIR / f"{args.config}.yaml").is_file():
-        names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+    if args.for_node and args.config not in packaged_configs():
+        names = ", ".join(packaged_configs())
         where = "is a file on this machine" if Path(args.config).exists() else "is not a packaged config"
         raise ConfigError(f"--config {args.config} {where}; a node's image holds only the packaged configs "
                           f"({names}): pass its settings as flags (--search.simulations=100), or add it under "
