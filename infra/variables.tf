@@ -123,7 +123,7 @@ variable "bucket_force_destroy" {
 #### shape ####
 
 variable "use_gpu" {
-  description = "false: C4 CPU node (cpu_machine_type). true: N1 node (gpu_machine_type) with accelerator_count x accelerator_type."
+  description = "false: C4 CPU node (cpu_machine_type). true: a GPU node, accelerator_count x accelerator_type on its machine type (gpu_machine_type: N1 for T4s, G2 for L4s, A2 for A100s, A3 for H100s)."
   type        = bool
   default     = false
 }
@@ -156,13 +156,17 @@ variable "cpu_machine_type" {
 }
 
 variable "gpu_machine_type" {
-  description = "Machine type of the GPU path (use_gpu = true). T4, P4, P100 and V100 attach only to N1 shapes."
+  description = "Machine type of the GPU path (use_gpu = true). Empty: the one infra/gpu_shapes.json lists first for accelerator_count x accelerator_type (n1-standard-8 for T4s, g2-standard-8 for one L4, a2-highgpu-Ng for A100s, a3-highgpu-8g for eight H100s). A T4 attaches to any N1 shape of at most 48 vCPUs (96 with 4 T4s); the L4, A100 and H100 come with their G2, A2 and A3 machine types, so a set value must be one that carries that count."
   type        = string
-  default     = "n1-standard-8"
+  default     = ""
 
   validation {
-    condition     = !var.use_gpu || can(regex("^n1-(standard|highmem|highcpu)-(1|2|4|8|16|32|64|96)$", var.gpu_machine_type))
-    error_message = "gpu_machine_type must be an N1 shape when use_gpu = true (e.g. n1-standard-8): a T4 attaches only to N1; C4 and other families take no T4. For a CPU node set use_gpu = false and use cpu_machine_type."
+    condition = !var.use_gpu || var.gpu_machine_type == "" || (
+      try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].family, "") == "n1"
+      ? can(regex("^n1-(standard|highmem|highcpu)-(1|2|4|8|16|32|64|96)$", var.gpu_machine_type)) && try(tonumber(regex("-([0-9]+)$", var.gpu_machine_type)[0]) <= jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].n1_max_vcpus[tostring(var.accelerator_count)], false)
+      : contains(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)], []), var.gpu_machine_type)
+    )
+    error_message = "gpu_machine_type ${var.gpu_machine_type} does not carry ${var.accelerator_count} x ${var.accelerator_type}: ${try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].family, "") == "n1" ? "a T4 attaches only to an N1 shape (n1-standard|highmem|highcpu-N) of at most ${try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].n1_max_vcpus[tostring(var.accelerator_count)], 48)} vCPUs with ${var.accelerator_count} T4s, e.g. n1-standard-8" : "use one of ${join(", ", try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)], []))}"}, or leave it empty (infra/gpu_shapes.json picks). For a CPU node set use_gpu = false and use cpu_machine_type."
   }
 }
 
@@ -173,24 +177,31 @@ variable "allow_non_c4_cpu_shape" {
 }
 
 variable "accelerator_type" {
-  description = "GPU type on the GPU path: a GPU that attaches to N1 with compute capability >= docker/torch.json's min_compute_capability (7.5: the CUDA 13 torch has no kernels for P4, P100 or V100), i.e. nvidia-tesla-t4."
+  description = "GPU type on the GPU path, one of infra/gpu_shapes.json's: nvidia-tesla-t4 (on N1), nvidia-l4 (G2), nvidia-tesla-a100 or nvidia-a100-80gb (A2), nvidia-h100-80gb (A3). Each has compute capability >= docker/torch.json's min_compute_capability (7.5: the CUDA 13 torch has no kernels for P4, P100 or V100)."
   type        = string
   default     = "nvidia-tesla-t4"
 
   validation {
-    condition     = contains(["nvidia-tesla-t4"], var.accelerator_type)
-    error_message = "accelerator_type must be nvidia-tesla-t4: the only GPU that attaches to N1 and that the CUDA image's torch (CUDA 13, docker/torch.json) has kernels for (compute capability 7.5+; P4, P100 and V100 are 6.x-7.0)."
+    condition     = contains(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus, {})), var.accelerator_type)
+    error_message = "accelerator_type must be one of ${join(", ", sort(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus, {}))))} (infra/gpu_shapes.json): the GPUs the CUDA image's torch (CUDA 13, docker/torch.json) has kernels for (compute capability 7.5+; P4, P100 and V100 are 6.x-7.0)."
   }
 }
 
 variable "accelerator_count" {
-  description = "GPUs per node on the GPU path: 1, 2 or 4 (what N1 takes of nvidia-tesla-t4)."
+  description = "GPUs per node on the GPU path, a count the type comes in (infra/gpu_shapes.json): T4 1, 2, 4; L4 1, 2, 4, 8; A100 40 GB 1, 2, 4, 8, 16; A100 80 GB 1, 2, 4, 8; H100 8 (1, 2, 4 as Spot only)."
   type        = number
   default     = 1
 
   validation {
-    condition     = contains([1, 2, 4], var.accelerator_count)
-    error_message = "accelerator_count must be 1, 2 or 4 (nvidia-tesla-t4 on N1)."
+    condition     = !contains(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus, {})), var.accelerator_type) || contains(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types, {})), tostring(var.accelerator_count))
+    error_message = "accelerator_count ${var.accelerator_count} of ${var.accelerator_type} is not a shape Google offers: a node takes ${join(", ", [for n in range(1, 17) : n if contains(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types, {})), tostring(n))])} (infra/gpu_shapes.json); for more GPUs raise node_count."
+  }
+
+  validation {
+    # The count fixes the machine type in a family with spot_only shapes (A3: one per count), so gpu_machine_type,
+    # whose own rule reads this variable, is not read here (Terraform refuses a cycle between validations).
+    condition     = !var.use_gpu || var.spot || !contains(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].spot_only, []), try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], ""))
+    error_message = "${var.accelerator_count} x ${var.accelerator_type} (${try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")}) is offered only as Spot (or Flex-start) VMs, Google's A3 High limitations say: set spot = true, or accelerator_count = 8 for an on-demand a3-highgpu-8g."
   }
 }
 

@@ -225,3 +225,24 @@ run "gpu_spot_2_nodes" {
     error_message = "N1 takes no compact placement policy: the GPU path places no policy, whatever node_count."
   }
 }
+
+# An accelerator-optimized family: one L4 is a g2-standard-8 (infra/gpu_shapes.json), the GPU carried by the
+# machine type, so the instance sends no guest_accelerator block; the Deep Learning VM image and TERMINATE as on N1.
+run "l4_on_g2_spot" {
+  command = plan
+
+  variables {
+    use_gpu          = true
+    accelerator_type = "nvidia-l4"
+    spot             = true
+    max_run_hours    = 6
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : n.machine_type == "g2-standard-8" && length(n.guest_accelerator) == 0])
+    error_message = "One L4 is a g2-standard-8 with no guest_accelerator block."
+  }
+  assert {
+    condition     = alltrue([for n in google_compute_instance.node : one(n.scheduling).on_host_maintenance == "TERMINATE" && one(n.scheduling).provisioning_model == "SPOT" && one(one(n.boot_disk).initialize_params).type == "pd-balanced"])
+    error_message = "A Spot G2 node terminates on host events and boots from pd-balanced (G2 takes no pd-standard)."
+  }
+}

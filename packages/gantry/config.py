@@ -36,10 +36,10 @@ class Deployment:
     zone: str
     fallback_zones: tuple[str, ...]  # where `make apply` moves on a stock-out in zone (gantry.cli.apply)
     deployment_name: str
-    use_gpu: bool  # false: C4 CPU nodes; true: N1 + NVIDIA T4 nodes
+    use_gpu: bool  # false: C4 CPU nodes; true: GPU nodes (infra/gpu_shapes.json: T4 on N1, L4 on G2, A100 on A2, H100 on A3)
     node_count: int  # 1 = single node; master + workers beyond
     cpu_machine_type: str
-    gpu_machine_type: str
+    gpu_machine_type: str  # "": the one gpu_shapes.json lists first for the GPUs (machine_type)
     accelerator_type: str
     accelerator_count: int  # GPUs per node
     spot: bool
@@ -63,7 +63,11 @@ class Deployment:
 
     @property
     def machine_type(self) -> str:
-        return self.gpu_machine_type if self.use_gpu else self.cpu_machine_type
+        if not self.use_gpu:
+            return self.cpu_machine_type
+        from gantry import gpu_shapes
+
+        return gpu_shapes.machine_type(self.accelerator_type, self.accelerator_count, self.gpu_machine_type)
 
     @property
     def labels_filter(self) -> str:

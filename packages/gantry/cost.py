@@ -47,7 +47,13 @@ class Estimate:
 
 
 def machine_shape(machine_type: str, prices: dict) -> tuple[int, float] | None:
-    """(vCPUs, GB) from a predefined machine type name, or None for shapes we cannot read."""
+    """(vCPUs, GB) from a predefined machine type name (a GPU family's from infra/gpu_shapes.json, whose names do
+    not say them), or None for shapes we cannot read."""
+    from gantry import gpu_shapes
+
+    known = gpu_shapes.shape(machine_type)
+    if known is not None:
+        return known
     match = re.fullmatch(r"([a-z]\d+[a-z]?)-(standard|highcpu|highmem)-(\d+)", machine_type)
     if not match:
         return None
@@ -78,12 +84,20 @@ def estimate(deployment: Deployment, prices: dict | None = None,
         return result
     prefix = "spot_" if deployment.spot else ""
     kind = "Spot" if deployment.spot else "on-demand"
-    vm = cpus * rates[prefix + "vcpu_hour"] + memory_gb * rates[prefix + "gb_hour"]
+    host = rates.get("machine_types", {}).get(deployment.machine_type)  # G2, A2: a price per machine type
+    if "machine_types" in rates and host is None:
+        result.notes.append(f"no price for {deployment.machine_type} in the table ({rates['unpriced']}); add it to "
+                            "packages/gantry/prices.json")
+        return result
+    vm = host[prefix + "hour"] if host else \
+        cpus * rates[prefix + "vcpu_hour"] + memory_gb * rates[prefix + "gb_hour"]
     result.lines.append((f"{deployment.machine_type} ({cpus} vCPU, {memory_gb:g} GB), {kind}", vm))
     if deployment.use_gpu:
         gpu = prices["gpus"].get(deployment.accelerator_type)
         if gpu is None:
-            result.notes.append(f"no price for {deployment.accelerator_type} in the table; add it to prices.json")
+            why = prices.get("gpus_unpriced", {}).get(deployment.accelerator_type, "")
+            result.notes.append(f"no price for {deployment.accelerator_type} in the table{f' ({why})' if why else ''}; "
+                                "add it to packages/gantry/prices.json")
             return result
         gpu_hour = deployment.accelerator_count * gpu["spot_hour" if deployment.spot else "hour"]
         result.lines.append((f"{deployment.accelerator_count} x {deployment.accelerator_type}, {kind}", gpu_hour))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gantry import policies, project_setup, tpu_quota
+from gantry import gpu_shapes, policies, project_setup, tpu_quota
 from gantry.checks import FAIL, OK, WARN, Check
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
@@ -249,12 +249,6 @@ def _quota_map(quotas) -> dict[str, tuple[float, float]]:
     return {q.metric: (q.limit, q.usage) for q in quotas}
 
 
-def gpu_metric(accelerator_type: str) -> str:
-    """nvidia-tesla-t4 -> NVIDIA_T4_GPUS, nvidia-l4 -> NVIDIA_L4_GPUS (Compute's naming)."""
-    model = accelerator_type.removeprefix("nvidia-tesla-").removeprefix("nvidia-")
-    return f"NVIDIA_{model.replace('-', '_').upper()}_GPUS"
-
-
 def _check_quotas(report: Report, d: Deployment, project: dict, region: dict) -> None:
     cpus = report.cpus_per_node
     if cpus is None:  # not offered in this zone: size the check from the name, so all blockers show at once
@@ -270,7 +264,7 @@ def _check_quotas(report: Report, d: Deployment, project: dict, region: dict) ->
     if d.use_gpu:
         gpus = d.accelerator_count * n
         _quota(report, d, "GPUS_ALL_REGIONS", project, gpus, regional=False)
-        metric = gpu_metric(d.accelerator_type)
+        metric, _ = gpu_shapes.quota_metrics(d.accelerator_type)
         if d.spot:
             _quota(report, d, _spot_metric(region, metric), region, gpus, regional=True)
         else:

@@ -22,7 +22,18 @@ pytestmark = pytest.mark.terraform
     ({"cpu_machine_type": "c4-standard-2-lssd"}, {"cpu_machine_type"}),
     ({"node_count": 0}, {"node_count"}),
     ({"node_count": 1.5}, {"node_count"}),
-    ({"use_gpu": True, "accelerator_type": "nvidia-l4"}, {"accelerator_type"}),
+    # infra/gpu_shapes.json: G2, A2 and A3 carry their GPUs in the machine type, so the pair must exist
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "gpu_machine_type": "n1-standard-8"}, {"gpu_machine_type"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "gpu_machine_type": "g2-standard-24"}, {"gpu_machine_type"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "accelerator_count": 3}, {"accelerator_count"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "accelerator_count": 8}, set()),
+    ({"use_gpu": True, "accelerator_type": "nvidia-tesla-a100", "accelerator_count": 16}, set()),
+    ({"use_gpu": True, "accelerator_type": "nvidia-a100-80gb", "accelerator_count": 16}, {"accelerator_count"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 1}, {"accelerator_count"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 1, "spot": True,
+      "max_run_hours": 6}, set()),  # a3-highgpu-1g: Spot only
+    ({"use_gpu": True, "accelerator_count": 2, "gpu_machine_type": "n1-standard-64"}, {"gpu_machine_type"}),
+    ({"use_gpu": True, "accelerator_count": 4, "gpu_machine_type": "n1-standard-64"}, set()),  # 96 vCPUs with 4
     # The CUDA image's torch is a CUDA 13 build (docker/torch.json): no kernels below compute capability 7.5.
     ({"use_gpu": True, "accelerator_type": "nvidia-tesla-v100"}, {"accelerator_type"}),
     ({"use_gpu": True, "accelerator_count": 3}, {"accelerator_count"}),
@@ -45,3 +56,14 @@ def test_each_bad_shape_fails_on_the_variable_it_set(tmp_path, settings, failing
     assert {d["snippet"]["code"].split("=")[0].strip() for d in errors} == failing, errors
     assert all(d["summary"] == "Invalid value for variable" for d in errors)
     assert (values is None) == bool(failing)
+
+
+def test_a_gpu_pair_that_does_not_exist_names_the_shapes_that_do(tmp_path):
+    require_tool("terraform", "install Terraform >= 1.9 (CI machines have 1.11)")
+    var_file = tmp_path / "terraform.tfvars"
+    var_file.write_text('project_id = "my-project"\nuse_gpu = true\naccelerator_type = "nvidia-l4"\n'
+                        'accelerator_count = 5\n')
+    diagnostics, _ = check_variables(INFRA / "variables.tf", var_file)
+    (error,) = [d for d in diagnostics if d["severity"] == "error"]
+    assert error["detail"].startswith("accelerator_count 5 of nvidia-l4 is not a shape Google offers: a node takes 1, 2, 4, 8 "
+                                      "(infra/gpu_shapes.json); for more GPUs raise node_count.")

@@ -84,14 +84,17 @@ N1_GPU_COMPUTE_CAPABILITY = {"nvidia-tesla-t4": 7.5, "nvidia-tesla-p4": 6.1, "nv
                              "nvidia-tesla-v100": 7.0}
 
 
-def test_accelerator_types_are_the_n1_gpus_the_cuda_images_torch_has_kernels_for():
+def test_accelerator_types_are_the_gpus_the_cuda_images_torch_has_kernels_for():
     """CUDA 13 builds have no kernels below sm_75: a P4, P100 or V100 node would boot, pass the driver check and
-    fail at the first kernel. The allowed list follows from docker/torch.json (issue #32)."""
+    fail at the first kernel. accelerator_type's rule takes infra/gpu_shapes.json's GPUs, each at or above
+    docker/torch.json's compute capability (issue #32), and none of the older N1 GPUs."""
     pins = json.loads((REPO / "docker" / "torch.json").read_text())
     block = _variable_blocks(INFRA / "variables.tf")["accelerator_type"]
-    allowed = re.findall(r'"([^"]+)"', re.search(r"contains\(\[([^\]]*)\], var\.accelerator_type\)", block).group(1))
-    supported = [gpu for gpu, cc in N1_GPU_COMPUTE_CAPABILITY.items() if cc >= float(pins["min_compute_capability"])]
-    assert sorted(allowed) == sorted(supported), (allowed, pins["min_compute_capability"])
+    assert 'contains(keys(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus, {})), var.accelerator_type)' in block
+    gpus = json.loads((INFRA / "gpu_shapes.json").read_text())["gpus"]
+    assert all(gpu["compute_capability"] >= float(pins["min_compute_capability"]) for gpu in gpus.values()), gpus
+    too_old = [gpu for gpu, cc in N1_GPU_COMPUTE_CAPABILITY.items() if cc < float(pins["min_compute_capability"])]
+    assert too_old and not set(too_old) & set(gpus)
 
 
 def test_the_required_cuda_is_the_cuda_images_one_fact():

@@ -50,7 +50,8 @@ class Deployment:
         self.infra.mkdir(exist_ok=True)
         # The settings' rules every verb checks a tfvars file against (gantry.config.check).
         shutil.copy(REPO / "infra" / "variables.tf", self.infra / "variables.tf")
-        shutil.copy(REPO / "infra" / "tpu_zones.json", self.infra / "tpu_zones.json")  # the TPU rules read it
+        for table in (REPO / "infra").glob("*.json"):  # the TPU and GPU rules read them (tpu_zones, gpu_shapes)
+            shutil.copy(table, self.infra / table.name)
         self.tfvars = self.infra / "terraform.tfvars"
 
     def write(self, **settings) -> Path:

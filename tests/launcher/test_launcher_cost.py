@@ -21,6 +21,10 @@ def vm_and_gpu_hourly(deployment):
     ({"cpu_machine_type": "c4-highcpu-16", "spot": True}, 0.41),
     ({"use_gpu": True, "gpu_machine_type": "n1-standard-4"}, 0.54),
     ({"use_gpu": True, "gpu_machine_type": "n1-standard-4", "spot": True}, 0.21),
+    # the SkyPilot catalog's us-central1 rows (prices.json): g2-standard-8's host and one L4; a2-highgpu-4g and 4 A100s
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4"}, 0.29358 + 0.56004),
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "spot": True}, 0.11747 + 0.2231),
+    ({"use_gpu": True, "accelerator_type": "nvidia-tesla-a100", "accelerator_count": 4}, 2.95791 + 4 * 2.93391),
 ])
 def test_table_reproduces_the_published_figures(settings, expected):
     assert vm_and_gpu_hourly(gantry_deployment(**settings)) == pytest.approx(expected, abs=0.005)
@@ -44,6 +48,13 @@ def test_unknown_shape_is_a_note_not_a_crash():
     estimate = cost.estimate(gantry_deployment(cpu_machine_type="a3-highgpu-8g"))
     assert estimate.hourly is None
     assert "prices.json" in "\n".join(cost.render(estimate))
+
+
+def test_a_gpu_with_no_trustworthy_price_says_why_instead_of_a_total():
+    estimate = cost.estimate(gantry_deployment(use_gpu=True, accelerator_type="nvidia-h100-80gb", accelerator_count=8))
+    assert estimate.hourly is None
+    assert "no price for a3-highgpu-8g in the table (A3 is not: the catalog's H100 on-demand rows disagree" in \
+        "\n".join(cost.render(estimate))
 
 
 def test_api_shape_overrides_the_name():

@@ -112,7 +112,8 @@ def test_too_many_gpus_per_vm_is_refused_by_infras_rule_before_any_call(cli, dep
     deployment.write(use_gpu=True, accelerator_count=8)
     result = cli("preflight")
     assert result.status == ExitStatus.ERROR and result.stdout == ""
-    assert "accelerator_count = 8. accelerator_count must be 1, 2 or 4" in result.stderr
+    assert ("accelerator_count = 8. accelerator_count 8 of nvidia-tesla-t4 is not a shape Google offers: a node "
+            "takes 1, 2, 4 (infra/gpu_shapes.json)") in result.stderr
     assert fake.requests == []
 
 

@@ -20,6 +20,8 @@ def module(tmp_path):
     target = tmp_path / "module"
     shutil.copytree(FIXTURE_MODULE, target)
     shutil.copy(REPO / "infra" / "variables.tf", target)
+    for table in (REPO / "infra").glob("*.json"):  # the tables its rules read (tpu_zones, gpu_shapes)
+        shutil.copy(table, target)
     return target
 
 

@@ -3,8 +3,14 @@
 # google_compute_instance, and tests/*.tftest.hcl check every use_gpu x spot combination offline.
 
 locals {
-  machine_type   = var.use_gpu ? var.gpu_machine_type : var.cpu_machine_type
-  machine_family = split("-", local.machine_type)[0]
+  # The GPUs a node may carry and the machine types that carry each count (infra/gpu_shapes.json, which gantry
+  # reads too): N1 takes T4s on any shape the root's rules allow (n1-standard-8 unless gpu_machine_type names one);
+  # G2, A2 and A3 carry their L4s, A100s and H100s in the machine type, the first listed unless one is named.
+  gpu              = jsondecode(file("${path.module}/../../gpu_shapes.json")).gpus[var.accelerator_type]
+  gpu_family       = local.gpu.family
+  gpu_machine_type = var.gpu_machine_type != "" ? var.gpu_machine_type : local.gpu.machine_types[tostring(var.accelerator_count)][0]
+  machine_type     = var.use_gpu ? local.gpu_machine_type : var.cpu_machine_type
+  machine_family   = split("-", local.machine_type)[0]
 
   # Hyperdisk-only families refuse pd-*; older families (N1, N2, E2) have no hyperdisk-balanced.
   hyperdisk_families = ["c4", "c4d", "c3", "c3d", "n4", "h3", "m3", "m4", "x4", "z3"]
@@ -28,9 +34,11 @@ locals {
   # family fails plan; this path names the family, whose change must replace the nodes.
   image = "projects/${local.image_project}/global/images/family/${local.image_family}"
 
-  # A dynamic guest_accelerator block iterates this: empty on the CPU path, so no block with
-  # count = 0 is ever sent.
-  guest_accelerators = var.use_gpu ? [{ type = var.accelerator_type, count = var.accelerator_count }] : []
+  # A dynamic guest_accelerator block iterates this: empty on the CPU path, so no block with count = 0 is ever
+  # sent, and empty for G2, A2 and A3, whose machine type carries the GPUs ("For these machine types, the GPU model
+  # is automatically attached", cloud.google.com/compute/docs/gpus): a block there would have to repeat the type's
+  # count exactly, and Google's Cluster Toolkit leaves it unset (null) to avoid a permanent diff.
+  guest_accelerators = var.use_gpu && local.gpu_family == "n1" ? [{ type = var.accelerator_type, count = var.accelerator_count }] : []
   accelerator        = var.use_gpu ? "${var.accelerator_count}x ${var.accelerator_type}" : "none"
 
   # GPUs cannot live-migrate, Spot VMs cannot either, and compact placement takes only VMs that do

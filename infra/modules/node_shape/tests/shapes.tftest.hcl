@@ -8,7 +8,7 @@ variables {
   use_gpu                = false
   node_count             = 1
   cpu_machine_type       = "c4-highcpu-16"
-  gpu_machine_type       = "n1-standard-8"
+  gpu_machine_type       = ""
   allow_non_c4_cpu_shape = false
   accelerator_type       = "nvidia-tesla-t4"
   accelerator_count      = 1
@@ -251,5 +251,57 @@ run "c4_standard_and_highmem_lssd_are_shapes" {
   assert {
     condition     = output.machine_type == "c4-standard-8-lssd"
     error_message = "c4-standard-8-lssd is a C4 shape (local SSD)."
+  }
+}
+
+# The accelerator-optimized families: the machine type carries the GPUs (infra/gpu_shapes.json), so an empty
+# gpu_machine_type is the first shape the table lists for the count, and no guest_accelerator block is sent.
+run "l4_on_g2" {
+  command = plan
+
+  variables {
+    use_gpu          = true
+    accelerator_type = "nvidia-l4"
+  }
+
+  assert {
+    condition     = output.machine_type == "g2-standard-8" && output.machine_family == "g2" && length(output.guest_accelerators) == 0
+    error_message = "One L4 is a g2-standard-8, its GPU carried by the machine type (no guest_accelerator)."
+  }
+  assert {
+    condition     = output.boot_disk_type == "pd-balanced" && output.accelerator == "1x nvidia-l4" && output.scheduling.on_host_maintenance == "TERMINATE"
+    error_message = "G2 boots from pd-balanced (no pd-standard, no hyperdisk-balanced) and cannot live-migrate."
+  }
+}
+
+run "four_a100_on_a2" {
+  command = plan
+
+  variables {
+    use_gpu           = true
+    accelerator_type  = "nvidia-tesla-a100"
+    accelerator_count = 4
+  }
+
+  assert {
+    condition     = output.machine_type == "a2-highgpu-4g" && length(output.guest_accelerators) == 0 && output.accelerator == "4x nvidia-tesla-a100"
+    error_message = "Four A100s are an a2-highgpu-4g."
+  }
+}
+
+run "eight_h100_spot" {
+  command = plan
+
+  variables {
+    use_gpu           = true
+    spot              = true
+    accelerator_type  = "nvidia-h100-80gb"
+    accelerator_count = 8
+    node_count        = 2
+  }
+
+  assert {
+    condition     = output.machine_type == "a3-highgpu-8g" && output.compact_placement && output.scheduling.provisioning_model == "SPOT"
+    error_message = "Eight H100s are an a3-highgpu-8g; two of them are placed compactly."
   }
 }
