@@ -21,8 +21,6 @@ from launch_contract import (
     NPROC_PER_NODE_ENV,
     PJRT_DEVICE_ENV,
     RUN_DIR_ENV,
-    STAGING,
-    STAGING_ENV,
     SYNC_FOLDER,
     RunSpec,
     check_env_pair,
@@ -136,7 +134,6 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
     """`docker run` of the spec: ``workdir`` is the image's WORKDIR (Docker.workdir), where the --sync folders go."""
     env = {NNODES_ENV: spec.nnodes, NODE_RANK_ENV: spec.node_rank, MASTER_ADDR_ENV: spec.master_addr,
            MASTER_PORT_ENV: spec.master_port,
-           STAGING_ENV: STAGING,  # the bucket mirror's local copy survives container restarts
            GANTRY_NODE_RANK_ENV: spec.node_rank, GANTRY_NUM_NODES_ENV: spec.nnodes,
            GANTRY_GPUS_PER_NODE_ENV: (len(spec.gpu_ids) or gpus_on_node(s.dev_dir)) if spec.gpu else 0}
     if spec.node_addrs:
@@ -148,7 +145,11 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
     if spec.deadline is not None:
         env[DEADLINE_ENV] = f"{spec.deadline:.0f}"
     env.update(check_env_pair(pair) for pair in spec.env)  # the contract keeps its own names out of them
-    args = ["run", "-d", "--name", spec.container, "--network", "host", "--shm-size", spec.shm_size or s.shm_size,
+    # --init: docker's init is PID 1, reaps orphans and passes SIGTERM on, so the program is not PID 1, for which
+    # the kernel drops a signal it has no handler for (a plain `python train.py` would ignore docker stop until
+    # SIGKILL, and never checkpoint) and whose children see PID 1 as their parent.
+    args = ["run", "-d", "--name", spec.container, "--init", "--network", "host", "--shm-size",
+            spec.shm_size or s.shm_size,
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket
         args += ["-v", f"{local_folder(run_folder, folder)}:{posixpath.join(workdir, folder)}"]

@@ -201,7 +201,13 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if os.getppid() == 1:  # the parent died before the request took effect
+    import multiprocessing as mp
+
+    # The parent died before the request took effect: this process was handed to another. Compared with the
+    # parent's pid, not with 1: in a container the trainer itself is often PID 1 (docker run without --init), and
+    # every child of it would take its own parent for dead.
+    parent = mp.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
         os.kill(os.getpid(), signal.SIGTERM)
 
 

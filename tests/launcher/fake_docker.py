@@ -78,7 +78,7 @@ def status(name: str) -> tuple[str, int]:
 
 # Every flag the agent's docker_run_args passes (TPU_RUN_ARGS and GANTRY_AGENT_DOCKER_RUN_ARGS included), and how
 # many values each takes; anything else is refused as docker refuses it, so a new flag cannot slip past the tests.
-RUN_FLAGS = {"-d": 0, "--privileged": 0, "--name": 1, "-e": 1, "-v": 1, "--network": 1, "--shm-size": 1,
+RUN_FLAGS = {"-d": 0, "--init": 0, "--privileged": 0, "--name": 1, "-e": 1, "-v": 1, "--network": 1, "--shm-size": 1,
              "--label": 1, "--gpus": 1, "--entrypoint": 1, "--user": 1, "--ulimit": 1}
 
 
