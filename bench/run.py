@@ -35,7 +35,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 from gantry.errors import GantryError
-from launch_contract import STATS_FILE, TRAIN_KIND
 from selfplay import arena, checkpoint, evaluate, perfect_play, players, plot
 from selfplay.actors import SelfPlayWorker
 from selfplay.config import EvalConfig
@@ -49,6 +48,7 @@ from selfplay.inference import NetworkEvaluator, actor_dtype, runs_int8
 from selfplay.learner import Learner
 from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
+from selfplay.record_keys import STATS_FILE, TRAIN_KIND
 from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY, read_records
 
 from bench import per_dollar

@@ -3,7 +3,8 @@
 One stdlib-only file that imports nothing of Gantry's, because it runs in four places:
 
     laptop (gantry)  --run spec (metadata RUN_KEY)-->  VM agent  --env (*_ENV)-->  container: selfplay, toytrain, yours
-    laptop (gantry)  <--report (guest attribute NAMESPACE/REPORT_KEY)--  VM agent  <--stats.jsonl (STATS_FILE)--  program
+    laptop (gantry)  <--report (guest attribute NAMESPACE/REPORT_KEY)--  VM agent  <--its --stats file--  program
+    bucket (RUN_DIR)  <--the --sync folders (sync_url), the end (ended_url)--  VM agent  <--a local folder--  program
 
 The launcher (packages/gantry) and the trainers (packages/selfplay, packages/toytrain) import it as the module
 ``launch_contract`` (pyproject's py-modules); the node agent imports it the same way on the VM, where Terraform
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import glob
 import json
-import os
 import re
 
 # ---- where the launcher and the agent meet: instance metadata and guest attributes -----------------------------
@@ -42,14 +41,12 @@ def check_run_id(run_id: str) -> str:
 # ---- what the container gets: the rendezvous, the run's folder --------------------------------------------------
 DEFAULT_MASTER_PORT = 29500  # torchrun's rendezvous port on node 0
 # What every container gets in its environment (the agent's docker_run_args), whichever program it runs:
-# torchrun's rendezvous as `selfplay launch` reads it, the run's directory (a bucket URL) and the local folder for
-# its staged copy.
+# torchrun's rendezvous as `selfplay launch` reads it and the run's directory (a bucket URL, which the agent writes:
+# a program writes local folders, and the agent copies its --sync folders there).
 NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV = "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"
 NPROC_PER_NODE_ENV = "NPROC_PER_NODE"  # only when the launch names it (--nproc-per-node)
 LOCAL_RANK_ENV = "LOCAL_RANK"  # set by torchrun in each rank's process: which GPU of the node is its own
-RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the run's output belongs
-STAGING_ENV = "GANTRY_STAGING"  # a folder under the /runs mount: it survives container restarts
-STAGING = "/runs/staging"  # STAGING_ENV's value in the container
+RUN_DIR_ENV = "GANTRY_RUN_DIR"  # gs://BUCKET/runs/RUN_ID: where the agent keeps the run's output
 PJRT_DEVICE_ENV = "PJRT_DEVICE"  # torch_xla's runtime: TPU on a TPU VM (the trainer's run.device=auto then means XLA)
 # Epoch seconds at which the agent stops the program (SIGTERM, STOP_GRACE_SECONDS, its --sync folders' last copy): the
 # launch's time limit (RunSpec.deadline). Absent: no limit. A program that wants to end on its own (a final
@@ -84,7 +81,7 @@ MAX_NPROC_PER_NODE = 64  # ranks torchrun starts on one node: an A3 has 8 GPUs, 
 MASTER_PORTS = range(1024, 65536)  # the program's user (not root) may listen on these, on the host network
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONTRACT_ENV = {NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, NPROC_PER_NODE_ENV, LOCAL_RANK_ENV,
-                RUN_DIR_ENV, STAGING_ENV, PJRT_DEVICE_ENV, DEADLINE_ENV, GANTRY_NODE_RANK_ENV, GANTRY_NUM_NODES_ENV,
+                RUN_DIR_ENV, PJRT_DEVICE_ENV, DEADLINE_ENV, GANTRY_NODE_RANK_ENV, GANTRY_NUM_NODES_ENV,
                 GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV}
 
 
@@ -146,41 +143,13 @@ def check_relative(path: str, what: str) -> str:
     return "/".join(parts)
 
 
-# ---- stats.jsonl: how a program tells the agent (and `gantry status`) its progress ------------------------------
-# One JSON object a line. The newest line with KIND_KEY == TRAIN_KIND and a STEP_KEY is the step `gantry status`
-# shows, with the figures the launch names (RunSpec.figures), else its first numbers (newest_record).
-STATS_FILE = "stats.jsonl"
-KIND_KEY, STEP_KEY = "kind", "step"
-TRAIN_KIND = "train"
+# ---- what the agent writes into the run's bucket besides the --sync folders ----------------------------------
 # A run's output on a TPU VM, under its run directory (gantry logs reads it: the Cloud TPU API has no serial port).
 CONSOLE_LOG = "logs/node-{rank}.log"
 
 
 def console_log_url(run_dir: str, rank: int) -> str:
     return f"{run_dir.rstrip('/')}/{CONSOLE_LOG.format(rank=rank)}"
-
-
-def newest_record(folder: str, kind: str = TRAIN_KIND) -> dict | None:
-    """The last complete record of ``kind`` in the newest stats.jsonl under ``folder`` (the program's own output:
-    selfplay writes train records every few seconds, eval records beside them)."""
-    files = glob.glob(os.path.join(folder, "**", STATS_FILE), recursive=True)
-    if not files:
-        return None
-    try:
-        with open(max(files, key=os.path.getmtime), "rb") as stats:
-            stats.seek(0, os.SEEK_END)
-            stats.seek(max(0, stats.tell() - 16384))
-            lines = stats.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # the first line of the tail, cut in half, or a line being written
-        if isinstance(record, dict) and record.get(KIND_KEY) == kind and STEP_KEY in record:
-            return record
-    return None
 
 
 # ---- the end of a launch, whatever program it ran: its node's agent records it in the bucket ---------------------
@@ -354,7 +323,7 @@ class Report:
     state: State | None = None  # None: no report yet (the node is booting, or its agent never wrote)
     run: str = ""
     node_rank: int | None = None
-    step: int | None = None  # the newest training step in the run's stats.jsonl (rank 0's node)
+    step: int | None = None  # the newest step in the program's --stats file (stats_figures)
     figures: dict = dataclasses.field(default_factory=dict)  # of that record: RunSpec.figures' keys, else its first
     detail: str = ""  # why: the error, the exit code, what is being pulled
     heartbeat: int | None = None  # epoch seconds of the write: a stale report means a dead agent or node

@@ -6,14 +6,16 @@ same way, so the launcher reads these keys and knows nothing of any program; eve
     check: python train.py --dry-run    # run on this machine first, in the project's folder, with the same flags;
                                         # a non-zero exit refuses the launch with its last line and starts nothing
     sync: [checkpoints]                 # as --sync: folders each node keeps in the bucket
-    stats: metrics.jsonl                # as --stats: the program's own stats, whose numbers `make status` shows
+    stats: checkpoints/metrics.jsonl    # as --stats: the program's own stats, whose numbers `make status` shows
     figures: {loss: "loss {:.3f}"}      # which of those numbers `make status` shows, and how
     pace: {key: samples_per_s, unit: samples}     # `make status` prices a million of them at the node's list price
-    reports:                            # lines `make status` reads from the newest record holding these keys
+    reports:                            # lines `make status` reads from the newest record holding these keys,
+                                        # in the bucket's copy of stats (so it lies in a sync folder)
       - {title: Eval accuracy, keys: "eval/*/accuracy", format: "{:.1%}"}
 
 A check whose first word is python runs with the Python that runs gantry; with `gantry run --resume` it gets
-GANTRY_RUN_DIR, the folder the program will resume from, as a node gives it.
+GANTRY_RUN_DIR, the run's folder in the bucket, as a node gives it: node 0's copy of a sync folder DIR, which the
+program resumes from, is under it at sync/node-0/DIR (launch_contract.sync_url).
 """
 
 from __future__ import annotations
@@ -120,8 +122,13 @@ def load(folder: Path) -> ProgramFile | None:
             and isinstance(r.get("keys"), str) and r["keys"].count("*") <= 1 and formats(r.get("format", "{:g}"))
             for r in reports):
         raise bad("reports", "a list of {title, keys (one * at most), format}")
+    stats = data.get("stats") or ""
+    if reports and not any(stats.startswith(f"{folder.strip('/')}/") for folder in sync):
+        raise GantryError(f"{path}: reports are read from the bucket's copy of the stats file, and "
+                          f"{f'stats {stats}' if stats else 'no stats file'} lies in no sync folder",
+                          "Name a stats file inside a sync folder (sync: [out], stats: out/stats.jsonl).")
     show = {k: v for k, v in (("pace", pace), ("reports", reports)) if v}
-    return ProgramFile(path, command, words("check"), tuple(sync), data.get("stats") or "", dict(figures), show)
+    return ProgramFile(path, command, words("check"), tuple(sync), stats, dict(figures), show)
 
 
 def formats(text) -> bool:

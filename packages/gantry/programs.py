@@ -3,7 +3,7 @@ into flags for the program gantry.yaml declares (program_file), a torchrun progr
 --project the checks of the command, the --sync folders and the --stats file against the project's folder.
 
     gantry run --project ../mine -- --epochs 3                 flags for gantry.yaml's command (each starts with -)
-    gantry run -- -m toytrain.train --steps 200                torchrun program: -m MODULE ARGS
+    gantry run --sync out -- -m toytrain.train --steps 200     torchrun program: -m MODULE ARGS
     gantry run -- train.py --steps 200                         torchrun program: SCRIPT.py ARGS
     gantry run --project ../mine -- python train.py --gpus all plain command, run as given in the image's WORKDIR
 """

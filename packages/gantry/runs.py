@@ -315,8 +315,8 @@ def run_ids(bucket_url: str) -> list[str]:
 
 
 def fetch(run_url: str, destination: str) -> list[tuple[str, int]]:
-    """Copy the whole run (checkpoints, stats.jsonl, TensorBoard events under tb/, each node's --sync folders under
-    sync/node-RANK/) into ``destination``; (relative path, bytes) for each file. Files already here with the same
+    """Copy the whole run (each node's --sync folders under sync/node-RANK/, the kit's trainer's run folder among
+    them, and the agents' end records) into ``destination``; (relative path, bytes) for each file. Files already here with the same
     size are skipped, so a fetch during training brings only what is new."""
     import fsspec
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 import json
 import re
 
-from launch_contract import STATS_FILE, STEP_KEYS, RunSpec, sync_url
+from launch_contract import STEP_KEYS, RunSpec, sync_url
 
 FRESH = {"use_listings_cache": False}  # each read asks the bucket (runs.FRESH)
 
 
 def stats_url(spec: RunSpec, run_url: str) -> str:
-    """Where the launch's stats are in the bucket: its --stats file's node-0 copy when that lies in a --sync folder,
-    else the run folder's stats.jsonl (a program that writes its run folder, as the kit's trainer does)."""
+    """Where the launch's stats are in the bucket: its --stats file's node-0 copy, which the agent keeps when the
+    file lies in a --sync folder (gantry.yaml's reports require that: program_file); "" when it keeps none."""
     for folder in spec.sync:
         if spec.stats_file.startswith(folder + "/"):
             return f"{sync_url(run_url, 0, folder)}/{spec.stats_file[len(folder) + 1:]}"
-    return f"{run_url}/{STATS_FILE}"
+    return ""
 
 
 def records_newest_first(url: str):
@@ -72,9 +72,9 @@ def report_lines(spec: RunSpec, run_url: str) -> list[str]:
     """One line per report the launch names whose keys the stats hold, with its newest figures; while they hold
     none of them, one line saying so (a report that never comes, such as an arena left off, says nothing later)."""
     reports = spec.show.get("reports") or []
-    if not reports:
-        return []
     url = stats_url(spec, run_url)
+    if not reports or not url:
+        return []
     records = list(records_newest_first(url))
     lines = []
     for report in reports:

@@ -161,7 +161,9 @@ class Agent:
             self.ensure_follower(action.container)
         elif isinstance(action, SetState):
             self.set_state(action.state, action.detail)
-        elif isinstance(action, Ended):
+        elif isinstance(action, Ended):  # after the last copy: whoever sees the end finds every output in the bucket
+            if self.outputs and self.outputs.launch == action.spec.launch_id:
+                self.outputs.final()
             self.endings.record(action.spec, action.reason, action.detail)
         elif isinstance(action, Log):
             self.log(action.message)

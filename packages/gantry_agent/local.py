@@ -32,7 +32,6 @@ def main(argv: list[str]) -> int:
     workdir = docker.workdir(spec.image)
     for folder in spec.sync:  # made here, as this user: docker would make a missing one root's
         os.makedirs(local_folder(run_folder, folder), exist_ok=True)
-    os.makedirs(os.path.join(run_folder, "staging"), exist_ok=True)
     user = f"{os.getuid()}:{os.getgid()}"
     try:
         return subprocess.run([*settings.docker, *local_run_args(spec, run_folder, settings, workdir, user)],

@@ -15,10 +15,8 @@ import time
 
 from launch_contract import (
     LAST_LINE_CHARS,
-    STEP_KEY,
     STEP_KEYS,
     RunSpec,
-    newest_record,
     sync_url,
 )
 
@@ -41,25 +39,39 @@ def record_numbers(record: dict) -> dict[str, float]:
     return numbers
 
 
-def stats_figures(text: str) -> tuple[int | None, dict[str, float]]:
-    """(step, numbers) of the newest record in a program's own stats file: the whole text as one JSON object, else
-    the last line that is one (JSON lines), all its numbers (record_numbers). The step is the first of STEP_KEYS that holds a number; (None, {}) when nothing parses."""
-    record = None
+def stats_figures(text: str, wanted=()) -> tuple[int | None, dict[str, float]]:
+    """(step, numbers) of a program's own stats file: the whole text as one JSON object, else JSON lines read newest
+    first. The step is the newest record's first of STEP_KEYS that holds a number; the numbers are the newest value
+    of each ``wanted`` key (a trainer writes several kinds of record: its train figures stay shown while the newest
+    line is an evaluation's), or without ``wanted`` the newest record's numbers (record_numbers). (None, {}) when
+    nothing parses."""
     try:
-        record = json.loads(text)
+        whole = json.loads(text)
+        records = [whole] if isinstance(whole, dict) else []
     except ValueError:
-        for line in reversed(text.splitlines()):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                break
-    if not isinstance(record, dict):
-        return None, {}
-    numbers = record_numbers(record)
-    step = next((int(numbers[k]) for k in STEP_KEYS if k in numbers), None)
-    return step, numbers
+        records = (_json_object(line) for line in reversed(text.splitlines()))
+    step, numbers, newest = None, {}, True
+    for record in records:
+        if record is None:
+            continue  # a line being written, the tail's first cut line, or not JSON
+        found = record_numbers(record)
+        if step is None:
+            step = next((int(found[k]) for k in STEP_KEYS if k in found), None)
+        if newest and not wanted:
+            return step, found
+        newest = False
+        numbers.update({k: found[k] for k in wanted if k in found and k not in numbers})
+        if step is not None and len(numbers) == len(wanted):
+            break
+    return step, {k: numbers[k] for k in wanted if k in numbers}
+
+
+def _json_object(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 class RunOutputs:
@@ -106,22 +118,13 @@ class RunOutputs:
                 self.saw(newest, live=True)
         process.wait()
 
-    def named(self, numbers: dict) -> dict:
-        """The figures the launch names (RunSpec.figures), else the first MAX_REPORTED_STATS numbers."""
-        named = dict(self.spec.figures) or list(numbers)[:MAX_REPORTED_STATS]
-        return {key: numbers[key] for key in named if key in numbers}
-
     def progress(self) -> tuple[int | None, dict] | None:
-        """(step, figures) the program wrote, or None when it wrote none (yet): the numbers of its own stats file
-        (stats_file: stats_figures), else the newest record of the run's stats.jsonl (selfplay, a torchrun program;
-        rank 0's node), each as named (RunOutputs.named). A stats file is read on the host when it lies in a --sync folder,
-        else copied out of the container (docker cp)."""
+        """(step, figures) of the program's own stats file (RunSpec.stats_file: stats_figures, the figures the launch
+        names, else the first MAX_REPORTED_STATS numbers), or None when it names none or wrote none yet. The file is
+        read on the host when it lies in a --sync folder, else copied out of the container (docker cp)."""
         name = self.spec.stats_file
         if not name:
-            record = newest_record(self.run_folder)
-            if record is None:
-                return None
-            return int(record[STEP_KEY]), self.named(record_numbers(record))
+            return None
         for folder in self.spec.sync:
             if name.startswith(folder + "/"):
                 path = os.path.join(local_folder(self.run_folder, folder), name[len(folder) + 1:])
@@ -134,12 +137,16 @@ class RunOutputs:
                 except RuntimeError:
                     return None
             text, is_folder = _tar_member(self.docker.copy_out(self.container, posixpath.join(self.workdir, name)))
-        step, numbers = stats_figures(text) if text else (None, {})
-        figures = (step, self.named(numbers)) if text else None
+        newest = stats_figures(text) if text else (None, {})
         # what `gantry status` says instead of "no numbers yet", which a folder or a file of no JSON would be forever
         self.stats_problem = "is a folder, not a file" if is_folder else \
-            "holds no JSON object (--stats reads a JSON object or JSON lines)" if text and not numbers else ""
-        return figures
+            "holds no JSON object (--stats reads a JSON object or JSON lines)" if text and newest == (None, {}) else ""
+        if not text:
+            return None
+        wanted = [key for key, _ in self.spec.figures]
+        if wanted:
+            return stats_figures(text, wanted)
+        return newest[0], dict(list(newest[1].items())[:MAX_REPORTED_STATS])
 
     # ---- the --sync folders ----
     def restore(self) -> None:

@@ -249,7 +249,8 @@ class DistConfig(Section):
 @dataclass
 class RunConfig(Section):
     dir: str = "runs/local"
-    """Run directory (local path or fsspec URL such as gs://bucket/prefix); an existing checkpoint there is resumed."""
+    """Run directory, a local folder; an existing checkpoint there is resumed. On a node it is one of the launch's
+    --sync folders (the kit's gantry.yaml), which the node's agent keeps in the bucket."""
     seed: int = number(1337, 0, MAX_SEED)
     """Base seed; each rank and actor derives its own."""
     max_steps: int = number(0, 0, 10**12, note="0 = no limit")
@@ -269,6 +270,8 @@ class RunConfig(Section):
 
     def rules(self):
         require(bool(self.dir), "run.dir is empty: give a directory such as runs/my-run")
+        require("://" not in self.dir, f"run.dir {self.dir} is a URL; the trainer writes a local folder (a node's "
+                "agent copies it to the bucket, `make fetch` brings it home): give a folder such as runs/my-run")
 
     def time_progress(self, elapsed_s: float) -> float:
         """Share of this session's time budget spent after ``elapsed_s`` (0 without one)."""

@@ -15,10 +15,8 @@ import json
 from html import escape
 from pathlib import Path
 
-from launch_contract import STATS_FILE
-
 from .errors import SelfplayError
-from .record_keys import eval_figures
+from .record_keys import STATS_FILE, eval_figures
 from .stats import EVAL_MINUTE, read_records
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions

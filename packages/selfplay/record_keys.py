@@ -4,8 +4,9 @@ gantry.yaml names its own (tests/unit/test_program_file.py holds the two to each
 
 from __future__ import annotations
 
-from launch_contract import KIND_KEY
-
+STATS_FILE = "stats.jsonl"  # in run.dir: one JSON object a line, the newest last (the kit's gantry.yaml: stats)
+KIND_KEY, STEP_KEY = "kind", "step"  # every record's kind (TRAIN_KIND, EVAL, ARENA, END_KIND) and learner step
+TRAIN_KIND = "train"  # the progress record, every few seconds
 DEFAULT_CONFIG = "connect4"  # the packaged config `selfplay train`, `launch` and `check` use unless told
 END_KIND = "end"  # the record the trainer writes last when it reached its budget (its reason)
 EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>

@@ -12,13 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from launch_contract import KIND_KEY, STATS_FILE, STEP_KEY, TRAIN_KIND
+from .record_keys import EVAL, KIND_KEY, LOSS_KEY, STATS_FILE, STEP_KEY, TRAIN_KIND, eval_key
 
-from .record_keys import EVAL, LOSS_KEY, eval_key
-
-# A record's kind and step and the file's name are the launch contract's (launch_contract.py), which the node agent
-# reads too; the namespaces of eval/ and arena/ figures and how to read them back are the trainer's own
-# (record_keys.py), which `gantry status` shows only as the kit's gantry.yaml names them.
+# The records' names are the trainer's own (record_keys.py): the node's agent and `gantry status` read the file as
+# any program's --stats file, showing what the kit's gantry.yaml names.
 EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
 EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
 # each progress window's share of time the learner waited for self-play, and the samples trained so far per

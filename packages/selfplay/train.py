@@ -14,7 +14,6 @@ import signal
 import time
 
 import torch
-from launch_contract import STATS_FILE
 
 from . import checkpoint
 from .arena import PeriodicArena
@@ -74,7 +73,7 @@ def train(cfg: Config) -> int:
         device = pick_device(cfg.run.device)  # refused before a new run's folder and stats.jsonl exist
         run_dir = RunDir(cfg.run.dir)
         if info.is_main:
-            run_dir.prepare()  # writable here? then a bucket's newest checkpoint, when run.dir is gs://...
+            run_dir.prepare()  # writable here, and held
         runlog = RunLog(run_dir.local, enabled=info.is_main)
         try:
             return _run(cfg, info, runlog, stop, run_dir, device)
@@ -139,12 +138,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
                                       **learner.state_dict())
         path = checkpoint.save(run_dir.local, state, keep=cfg.run.keep_checkpoints)
         saved_step = step
-        try:
-            run_dir.push(path, run_dir.local / STATS_FILE)
-        except OSError as e:  # the bucket is unreachable: the local copy stays, the next save retries
-            runlog.say(f"warning: could not copy {path.name} to {run_dir.url}: {e}")
-        runlog.say(f"checkpoint {path}" + (f" -> {run_dir.url}" if run_dir.remote else "")
-                   + (" (final)" if final else ""))
+        runlog.say(f"checkpoint {path}" + (" (final)" if final else ""))
 
     warned_dead_value = False
 

@@ -1,12 +1,12 @@
 """A few DDP steps of linear regression on synthetic data: your own trainer on Gantry's nodes, in one file.
 
     torchrun --nproc-per-node=2 -m toytrain.train --steps 20 --out runs/toy     # here, two ranks
-    make run-gcp ARGS="-- -m toytrain.train --steps 200"                        # every node, into the bucket
+    make run-gcp ARGS="--sync out --stats out/stats.jsonl -- -m toytrain.train --steps 200"    # every node
 
-What the nodes expect of a program (launch_contract.py): torchrun sets RANK, WORLD_SIZE and
-the rendezvous; GANTRY_RUN_DIR names the run's folder in the bucket and GANTRY_STAGING a local folder that
-survives restarts. Rank 0 writes stats.jsonl there, one {"kind": "train", "step": N, ...} record every few
-steps (`make status` shows N), and a checkpoint, then copies both to the bucket; a restart resumes from it.
+What a program does on Gantry's nodes: torchrun sets RANK, WORLD_SIZE and the rendezvous; rank 0 writes a local
+folder (--out): stats.jsonl, one {"step": N, ...} record every few steps (`make status` shows N as --stats names
+it), and a checkpoint written whole (a temporary name, then a rename). Named with --sync, the folder is the agent's
+to copy to the bucket and to put back on a restarted node, so a restart resumes from the checkpoint.
 """
 
 from __future__ import annotations
@@ -20,19 +20,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from launch_contract import (
-    KIND_KEY,
-    LOCAL_RANK_ENV,
-    RUN_DIR_ENV,
-    STAGING_ENV,
-    STATS_FILE,
-    STEP_KEY,
-    TRAIN_KIND,
-    partial_name,
-)
+from launch_contract import LOCAL_RANK_ENV, partial_name
 from torch.nn.parallel import DistributedDataParallel
 
 CHECKPOINT = "ckpt.pt"
+STATS_FILE = "stats.jsonl"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -42,8 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
     parser.add_argument("--log-every", type=int, default=2, help="steps between stats.jsonl records")
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (and the last)")
-    parser.add_argument("--out", default="", help=f"run folder or fsspec URL (default: ${RUN_DIR_ENV}, "
-                        "else runs/toytrain)")
+    parser.add_argument("--out", default="out", help="rank 0's folder: stats.jsonl and the checkpoint, resumed from "
+                        "(default: out; on a node, name it with --sync)")
     parser.add_argument("--sleep-s", type=float, default=0.0, help="pause after each step: a stand-in for real "
                         "work, so that `make status` can watch a tiny run")
     parser.add_argument("--timeout-s", type=float, default=300, help="rendezvous and collective timeout")
@@ -51,34 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def train_record(step: int, loss: float, samples_per_s: float) -> dict:
-    """One stats.jsonl line the node agent reports (launch_contract.newest_record)."""
-    return {KIND_KEY: TRAIN_KIND, STEP_KEY: step, "time": round(time.time(), 3), "loss": loss,
-            "charts/samples_per_s": samples_per_s}
-
-
-class Output:
-    """Rank 0's folder: local, or staged under GANTRY_STAGING and copied to a bucket URL after each write."""
-
-    def __init__(self, where: str):
-        self.url = where
-        remote = "://" in where
-        staging = Path(os.environ.get(STAGING_ENV) or "runs/staging")
-        self.local = staging / where.rstrip("/").rsplit("/", 1)[-1] if remote else Path(where)
-        self.local.mkdir(parents=True, exist_ok=True)
-        self.fs = self.root = None
-        if remote:
-            import fsspec  # in the trainer image; gcsfs answers gs://
-
-            self.fs, self.root = fsspec.core.url_to_fs(where)
-            self.fs.makedirs(self.root, exist_ok=True)
-            for name in (CHECKPOINT, STATS_FILE):  # a fresh VM resumes from the bucket
-                if not (self.local / name).exists() and self.fs.exists(f"{self.root}/{name}"):
-                    self.fs.get(f"{self.root}/{name}", str(self.local / name))
-
-    def push(self, *names: str) -> None:
-        for name in names if self.fs else ():
-            self.fs.put(str(self.local / name), partial_name(f"{self.root}/{name}"))  # readers never see half a file
-            self.fs.mv(partial_name(f"{self.root}/{name}"), f"{self.root}/{name}")
+    """One stats.jsonl line: `gantry status` shows the step and the loss of the newest (--stats out/stats.jsonl)."""
+    return {"step": step, "time": round(time.time(), 3), "loss": loss, "charts/samples_per_s": samples_per_s}
 
 
 def main(argv=None) -> int:
@@ -90,15 +56,17 @@ def main(argv=None) -> int:
     device = torch.device("cuda", int(os.environ.get(LOCAL_RANK_ENV, "0"))) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    out = Output(args.out or os.environ.get(RUN_DIR_ENV) or "runs/toytrain") if rank == 0 else None
+    out = Path(args.out) if rank == 0 else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
 
     # ---- data and model: y = x @ w_true + noise, the same w_true on every rank (seed 0), own samples per rank
     w_true = torch.randn(16, 1, generator=torch.Generator().manual_seed(0))
     samples = torch.Generator().manual_seed(1337 + rank)
     model = torch.nn.Linear(16, 1).to(device)
     start = torch.zeros(1, dtype=torch.long, device=device)
-    if out is not None and (out.local / CHECKPOINT).exists():
-        state = torch.load(out.local / CHECKPOINT, map_location=device)
+    if out is not None and (out / CHECKPOINT).exists():
+        state = torch.load(out / CHECKPOINT, map_location=device)
         model.load_state_dict(state["model"])
         start[0] = state["step"]
     dist.broadcast(start, src=0)  # DDP broadcasts rank 0's weights; the step goes with them
@@ -106,7 +74,7 @@ def main(argv=None) -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     step, began = int(start.item()), time.monotonic()
     if rank == 0:
-        print(f"toytrain: {world} rank(s) over {backend}, steps {step} -> {args.steps}, output {out.url}", flush=True)
+        print(f"toytrain: {world} rank(s) over {backend}, steps {step} -> {args.steps}, output {out}", flush=True)
 
     # ---- loop
     while step < args.steps:
@@ -122,15 +90,14 @@ def main(argv=None) -> int:
             continue
         if step % args.log_every == 0 or step == args.steps:
             rate = step * args.batch_size * world / max(time.monotonic() - began, 1e-9)
-            with open(out.local / STATS_FILE, "a", encoding="utf-8") as stats:
+            with open(out / STATS_FILE, "a", encoding="utf-8") as stats:
                 stats.write(json.dumps(train_record(step, round(loss.item(), 6), round(rate, 1))) + "\n")
             print(f"toytrain: step {step} loss {loss.item():.4f}", flush=True)
         if step % args.checkpoint_every == 0 or step == args.steps:
-            torch.save({"model": model.module.state_dict(), "step": step}, out.local / f".{CHECKPOINT}.tmp")
-            os.replace(out.local / f".{CHECKPOINT}.tmp", out.local / CHECKPOINT)
-            out.push(CHECKPOINT, STATS_FILE)
+            torch.save({"model": model.module.state_dict(), "step": step}, out / partial_name(CHECKPOINT))
+            os.replace(out / partial_name(CHECKPOINT), out / CHECKPOINT)  # whole, or not at all
 
-    # ---- teardown: every rank waits for rank 0's last upload, so exit 0 means the run is in the bucket
+    # ---- teardown: every rank waits for rank 0's last checkpoint, so exit 0 means the run's folder is whole
     dist.barrier()
     if rank == 0:
         print(f"toytrain: finished at step {step}", flush=True)

@@ -71,6 +71,50 @@ def test_single_container_trains_checkpoints_and_stops_cleanly(cpu_image, contai
     assert FINISHED.search(logs(name)), logs(name)[-3000:]
 
 
+def test_the_kits_trainer_runs_as_a_nodes_agent_starts_it_and_checkpoints_into_its_sync_folder(cpu_image, tmp_path):
+    """The joint between the agent and the image: the `docker run` of a one-node launch of the kit's gantry.yaml
+    (gantry_agent.containers.docker_run_args), the run folder handed to the image's user as the agent hands it,
+    then `docker stop` with the grace a node with --sync folders gives: the checkpoints land in the host folder the
+    agent copies to the bucket. (In-process on one node, the trainer's actors once took the container's PID 1 for
+    a dead parent and played no game.)"""
+    from gantry import program_file
+    from gantry_agent.containers import Docker, docker_run_args
+    from gantry_agent.settings import Settings
+    from gantry_agent.sync import local_folder
+    from launch_contract import RunSpec, sync_stop_grace
+
+    kit = program_file.load(program_file.KIT_ROOT)
+    spec = RunSpec(run_id="kit", image=cpu_image, node_rank=0, nnodes=1, master_addr="127.0.0.1", command=True,
+                   args=(*kit.command, *TICTACTOE), sync=kit.sync, stats_file=kit.stats, launched_at="1")
+    run_folder = runs_dir(tmp_path)
+    os_folder = Path(local_folder(str(run_folder), kit.sync[0]))
+    os_folder.mkdir(parents=True)
+    agent = Docker(["docker"])
+    agent.prepare_run_folder(str(run_folder), cpu_image)
+    args = docker_run_args(spec, str(run_folder), Settings({"GANTRY_AGENT_SHM_SIZE": "512m"}), agent.workdir(cpu_image))
+    try:
+        docker(*args, timeout=600)
+        first = wait_for(lambda: trained_checkpoints(os_folder), "a checkpoint after a learner step", [spec.container])
+        stop_requested = time.time()
+        docker("stop", "-t", str(sync_stop_grace()), spec.container, timeout=300)
+        assert docker("inspect", "-f", "{{.State.ExitCode}}", spec.container).stdout.strip() == "0"
+        newest = checkpoints(os_folder)[-1]
+        assert newest.stat().st_mtime >= stop_requested - 1 and newest.name >= first[-1].name
+        assert (os_folder / "stats.jsonl").is_file() and FINISHED.search(logs(spec.container))
+    finally:
+        docker("rm", "-f", spec.container, check=False)
+
+
+def test_the_trainer_as_the_containers_pid_1_plays(cpu_image, tmp_path):
+    """`docker run IMAGE` without --init, as a user may start it: the trainer is PID 1 and its spawned actors must
+    not take that for an orphaned parent (selfplay.actors.die_with_parent)."""
+    runs = runs_dir(tmp_path)
+    result = docker("run", "--rm", "--network", "host", "--shm-size", "512m", "-v", f"{runs}:/runs", cpu_image,
+                    "train", *TICTACTOE, "--run.max_steps=2", "--run.max_minutes=2", "--run.dir=/runs/pid1",
+                    timeout=300)
+    assert re.search(r"rank 0 finished at step 2,", result.stdout), result.stdout[-3000:]
+
+
 def test_two_containers_rendezvous_over_gloo_train_and_stop(cpu_image, containers, tmp_path):
     runs = runs_dir(tmp_path)
     port = free_port()

@@ -1,9 +1,9 @@
-"""packages/toytrain under real torchrun: two ranks over gloo, its records read by the node agent's own reader,
-its output mirrored to the bucket (fake-gcs-server), and a second launch with a fresh staging folder resuming from the bucket."""
+"""packages/toytrain under real torchrun, through the one run store: two ranks over gloo write a local folder, the
+node agent's own code reads its stats and copies the folder to the bucket (fake-gcs-server), `make fetch`'s code
+brings it home, and a fresh folder restored from the bucket, as on a new node, resumes the run."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from gantry.runs import fetch
-from launch_contract import RUN_DIR_ENV, STAGING_ENV, newest_record
+from gantry_agent.outputs import stats_figures
+from gantry_agent.sync import FolderSync
+from launch_contract import sync_url
 
 pytestmark = pytest.mark.slow
 
@@ -22,25 +24,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(steps: int, run_dir: str, staging: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, RUN_DIR_ENV: run_dir, STAGING_ENV: str(staging)}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={free_port()}",
-                           "-m", "toytrain.train", f"--steps={steps}", "--checkpoint-every=4"],
-                          env=env, capture_output=True, text=True, timeout=180, check=False)
+def torchrun(steps: int, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                           f"--master-port={free_port()}", "-m", "toytrain.train", f"--steps={steps}",
+                           "--checkpoint-every=4", f"--out={out}"],
+                          capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_toytrain_trains_two_ranks_mirrors_to_the_bucket_and_resumes_from_it(tmp_path, gcs):
+def test_toytrain_trains_two_ranks_and_resumes_from_the_bucket_copy_the_agent_keeps(tmp_path, gcs):
     gcs.create_bucket("runs-bucket")
-    url = "gs://runs-bucket/runs/toy"  # fake-gcs-server through the program's gcsfs (tests/gcs_server.py)
-    first = torchrun(6, url, tmp_path / "staging-a")
+    run_url = "gs://runs-bucket/runs/toy"
+    first = torchrun(6, tmp_path / "node-a" / "out")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "2 rank(s) over gloo, steps 0 -> 6" in first.stdout
-    assert newest_record(str(tmp_path / "staging-a"))["step"] == 6  # what the agent reports
-    fetch(url, str(tmp_path / "fetched"))  # what make fetch brings home
-    assert newest_record(str(tmp_path / "fetched"))["step"] == 6 and (tmp_path / "fetched" / "ckpt.pt").is_file()
+    stats = (tmp_path / "node-a" / "out" / "stats.jsonl").read_text()
+    assert stats_figures(stats, ["loss"])[0] == 6  # the step the agent reports (--stats out/stats.jsonl)
+    FolderSync(str(tmp_path / "node-a" / "out"), sync_url(run_url, 0, "out"), lambda: "", gcs.url).push()
+    fetch(run_url, str(tmp_path / "fetched"))  # what make fetch brings home
+    assert (tmp_path / "fetched" / "sync" / "node-0" / "out" / "ckpt.pt").is_file()
 
-    second = torchrun(10, url, tmp_path / "staging-b")  # a fresh VM: only the bucket
+    fresh = FolderSync(str(tmp_path / "node-b" / "out"), sync_url(run_url, 0, "out"), lambda: "", gcs.url)
+    assert fresh.restore() == 2  # a new node: only the bucket
+    second = torchrun(10, tmp_path / "node-b" / "out")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "steps 6 -> 10" in second.stdout
-    fetch(url, str(tmp_path / "fetched"))
-    assert newest_record(str(tmp_path / "fetched"))["step"] == 10

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from launch_contract import STATS_FILE
+from selfplay.record_keys import STATS_FILE
 from train_helpers import wait_for_steps
 
 pytestmark = pytest.mark.slow

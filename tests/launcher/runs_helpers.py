@@ -59,17 +59,30 @@ def metadata_items(vm: dict) -> dict[str, str]:
     return {item["key"]: item["value"] for item in vm["metadata"]["items"]}
 
 
+def kit_run_folder(run_url: str, staging: Path):
+    """The kit's trainer's run folder on node 0 (its gantry.yaml's sync folder) and the agent's copy of it in the
+    bucket (gantry_agent.sync.FolderSync), through which every program's outputs reach the bucket."""
+    import os
+
+    from gantry import program_file
+    from gantry_agent.sync import FolderSync
+    from launch_contract import storage_endpoint, sync_url
+
+    (folder,) = program_file.load(program_file.KIT_ROOT).sync
+    local = staging / folder
+    local.mkdir(parents=True, exist_ok=True)
+    return local, FolderSync(str(local), sync_url(run_url, 0, folder), lambda: "", storage_endpoint(os.environ))
+
+
 @contextlib.contextmanager
 def trainer_stats(run_url: str, staging: Path):
-    """The trainer's stats writer (selfplay.stats.RunLog) in its staging folder, mirrored to the run's folder in the
-    bucket by its own RunDir when the block ends, as the trainer does after each checkpoint. Calls with the same
+    """The trainer's stats writer (selfplay.stats.RunLog) in its run folder, copied to the bucket by the node
+    agent's own code when the block ends, as the agent copies it while the trainer runs. Calls with the same
     ``staging`` append to one stats.jsonl."""
-    from launch_contract import STATS_FILE
-    from selfplay.rundir import RunDir
     from selfplay.stats import RunLog
 
-    run = RunDir(run_url, staging_root=str(staging))
-    log = RunLog(run.local, stream=io.StringIO())
+    local, copy = kit_run_folder(run_url, staging)
+    log = RunLog(local, stream=io.StringIO())
     yield log
     log.close()
-    run.push(run.local / STATS_FILE)
+    copy.push()

@@ -13,12 +13,20 @@ from fake_googleapis import error
 from launch_contract import RUN_KEY
 
 STUB = [sys.executable, str(STUB_TRAINER)]
+WORKDIR = "/work"  # the stub's image's WORKDIR: where its stats file is (stub_trainer --out)
+STATS = "stub/stats.jsonl"
+
+
+def stub_spec(*args, **kwargs) -> str:
+    """A run spec of the stub trainer, naming its stats file as a launch names a program's (--stats)."""
+    return spec(*args, **{"stats_file": STATS, **kwargs})
 
 
 
 
 def start_node(nodes, tmp_path, metadata, **settings) -> Node:
-    node = Node(tmp_path / f"node{len(nodes)}", metadata, entrypoint=STUB, **settings).start()
+    node = Node(tmp_path / f"node{len(nodes)}", metadata, entrypoint=STUB,
+                **{"FAKE_DOCKER_IMAGE_WORKDIR": WORKDIR, **settings}).start()
     nodes.append(node)
     return node
 
@@ -41,7 +49,7 @@ def test_an_idle_agent_waits_on_the_metadata_server_and_backs_off_on_errors(tmp_
 
 def test_a_run_spec_starts_the_trainer_and_action_stop_stops_it_gracefully(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata)
-    metadata.set_attribute(RUN_KEY, spec("r1", node_rank=1, nnodes=2, args=["--steps", "0"]))
+    metadata.set_attribute(RUN_KEY, stub_spec("r1", node_rank=1, nnodes=2, args=["--steps", "0"]))
     wait_until(lambda: node.report().get("state") == "running" and (node.report().get("step") or 0) > 0,
                what="a running report with a step")
     assert node.report()["run"] == "r1"
@@ -58,7 +66,7 @@ def test_a_run_spec_starts_the_trainer_and_action_stop_stops_it_gracefully(tmp_p
     wait_until(lambda: "step 3 |" in node.output(), what="trainer output on the serial port")
     assert "stub trainer: node 1 of 2" in node.output()
 
-    metadata.set_attribute(RUN_KEY, spec("r1", action="stop", node_rank=1, nnodes=2))
+    metadata.set_attribute(RUN_KEY, stub_spec("r1", action="stop", node_rank=1, nnodes=2))
     wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
     assert node.docker_calls("stop")[0][:3] == ["stop", "-t", "20"]
     assert "SIGTERM: checkpoint at step" in node.output()  # stopped with a signal the trainer checkpoints on
@@ -68,7 +76,7 @@ def test_a_run_spec_starts_the_trainer_and_action_stop_stops_it_gracefully(tmp_p
 def test_a_crashed_trainer_is_restarted_and_a_finished_one_is_not(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata)
     marker = tmp_path / "crashed-once"
-    metadata.set_attribute(RUN_KEY, spec("r2", args=["--steps", "8", "--crash-once-at", "3",
+    metadata.set_attribute(RUN_KEY, stub_spec("r2", args=["--steps", "8", "--crash-once-at", "3",
                                                           "--marker", str(marker)]))
     wait_until(lambda: node.report().get("state") == "finished", what="the run to finish")
     assert marker.exists()
@@ -80,11 +88,11 @@ def test_a_crashed_trainer_is_restarted_and_a_finished_one_is_not(tmp_path, meta
 
 def test_after_a_reboot_the_agent_starts_the_run_again(tmp_path, metadata, nodes):
     node = start_node(nodes, tmp_path, metadata)
-    metadata.set_attribute(RUN_KEY, spec("r3", args=["--steps", "0"]))
+    metadata.set_attribute(RUN_KEY, stub_spec("r3", args=["--steps", "0"]))
     wait_until(lambda: node.report().get("state") == "running", what="the run to start")
     node.stop(sig=9)  # the VM goes down: agent and container die without a word
     node.kill_containers()
-    again = Node(node.root, metadata, entrypoint=STUB).start()
+    again = Node(node.root, metadata, entrypoint=STUB, FAKE_DOCKER_IMAGE_WORKDIR=WORKDIR).start()
     nodes.append(again)
     wait_until(lambda: len(again.docker_calls("run")) == 2, what="the run restarted after the reboot")
     wait_until(lambda: again.report().get("state") == "running", what="the running report")
@@ -110,7 +118,7 @@ def test_guest_attribute_writes_stay_within_the_rate_limit(tmp_path, metadata, n
     start_node(nodes, tmp_path, metadata, GANTRY_AGENT_REPORTS_PER_MINUTE="10", GANTRY_AGENT_REPORT_BURST="1",
                GANTRY_AGENT_HEARTBEAT_SECONDS="0.1")
     begin = time.monotonic()
-    metadata.set_attribute(RUN_KEY, spec("r4", args=["--steps", "0"]))
+    metadata.set_attribute(RUN_KEY, stub_spec("r4", args=["--steps", "0"]))
     time.sleep(4)
     writes = metadata.count("PUT", "guest-attributes/gantry/agent", since=begin)
     # burst 1 + 10/min x 4 s = 1.7 writes at most in any 4 s; without the bucket the agent writes at every loop (4)
@@ -121,7 +129,7 @@ def test_guest_attribute_writes_stay_within_the_rate_limit(tmp_path, metadata, n
 def test_the_run_folder_is_handed_to_the_images_user(tmp_path, metadata, nodes):
     """The trainer runs as the image's USER (1000:1000), the agent as root: the mounted folder must be its."""
     node = start_node(nodes, tmp_path, metadata, FAKE_DOCKER_IMAGE_USER="1000:1000")
-    metadata.set_attribute(RUN_KEY, spec("r6", args=["--steps", "0"]))
+    metadata.set_attribute(RUN_KEY, stub_spec("r6", args=["--steps", "0"]))
     wait_until(lambda: node.report().get("state") == "running", what="the run to start")
     (run,) = node.docker_calls("run")
     folder = Path(run[run.index("-v") + 1].split(":")[0])
@@ -152,7 +160,7 @@ def test_a_crash_looping_trainer_powers_its_node_off(tmp_path, metadata, nodes):
     # A Spot peer was preempted: this node's trainer fails at the rendezvous and restarts, step after step never
     # coming. After GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES (3 s here) the node stops billing.
     node = start_node(nodes, tmp_path, metadata, GANTRY_CRASH_LOOP_SHUTDOWN_MINUTES="0.05")
-    metadata.set_attribute(RUN_KEY, spec("r7", node_rank=1, nnodes=2, args=["--no-rendezvous"]))
+    metadata.set_attribute(RUN_KEY, stub_spec("r7", node_rank=1, nnodes=2, args=["--no-rendezvous"]))
     wait_until(node.poweroff_marker.exists, what="the power-off command")
     assert len(node.docker_calls("run")) >= 2  # it was restarted first: one crash is no loop
     # the report goes out at once, unless the rate limit's bucket is empty that moment: then at the next loop
@@ -205,7 +213,7 @@ def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes,
                       STORAGE_EMULATOR_HOST=gcs.url)
     metadata.set_attribute("tpu-env", "ACCELERATOR_TYPE: 'v3-8'\n")  # what Cloud TPU puts on its VMs
     run = {"args": ["--steps", "0"], "tpu": True, "run_dir": "gs://runs-bucket/runs/r9"}
-    metadata.set_attribute(RUN_KEY, spec("r9", **run))
+    metadata.set_attribute(RUN_KEY, stub_spec("r9", **run))
 
     def log() -> str:  # the object `gantry logs` reads
         try:
@@ -217,7 +225,7 @@ def test_a_tpu_vm_keeps_the_runs_output_in_the_bucket(tmp_path, metadata, nodes,
                what="the trainer's output in the bucket while it runs")
     assert "gantry-agent: started run r9" in log()
     assert "step 1 | games 3" in node.output()  # the serial port gets it as before
-    metadata.set_attribute(RUN_KEY, spec("r9", action="stop", **run))
+    metadata.set_attribute(RUN_KEY, stub_spec("r9", action="stop", **run))
     wait_until(lambda: "SIGTERM: checkpoint at step" in log(), what="the stop in the bucket")
     wait_until(lambda: node.report().get("state") == "stopped", what="the stopped report")
 
@@ -250,7 +258,7 @@ def test_a_tpu_vm_past_max_run_hours_checkpoints_the_trainer_then_stops_its_own_
                                               CONSUMER_PROJECT_ID="demo-project", WORKER_ID="0"))
     node = start_tpu_node(nodes, tmp_path, metadata, apis, GANTRY_MAX_RUN_HOURS="0.1",  # 360 s
                           GANTRY_AGENT_UPTIME_FILE=str(uptime))
-    metadata.set_attribute(RUN_KEY, spec("r10", args=["--steps", "0"], tpu=True))
+    metadata.set_attribute(RUN_KEY, stub_spec("r10", args=["--steps", "0"], tpu=True))
     wait_until(lambda: node.report().get("state") == "running" and (node.report().get("step") or 0) > 0,
                what="a running trainer")
     assert not stop_requests(apis)  # 60 s of 360: nothing to stop yet

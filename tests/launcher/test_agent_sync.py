@@ -170,6 +170,23 @@ def test_a_stats_file_in_a_sync_folder_is_read_on_the_host_and_its_step_and_numb
     assert outputs.progress() == (2, {"epoch": 2, "loss": 0.7, "eval/acc": 0.5})  # the last whole record
 
 
+def test_the_kits_trainer_shows_its_train_figures_while_its_newest_record_is_an_evaluation(tmp_path):
+    """The kit's trainer is read as any program is (its gantry.yaml's stats and figures): each figure is the newest
+    value in the file, the step the newest record's, so an eval or arena line does not blank the train figures."""
+    from gantry import program_file
+    from selfplay.record_keys import EVAL, LOSS_KEY, eval_key
+    from selfplay.stats import RunLog
+
+    kit = program_file.load(program_file.KIT_ROOT)
+    spec = command_spec("", sync=kit.sync, stats_file=kit.stats, figures=tuple(kit.figures.items()))
+    log = RunLog(local_folder(str(tmp_path), kit.sync[0]), stream=io.StringIO())
+    log.record(40, {LOSS_KEY: 1.25, "selfplay/games": 300.0})
+    log.record(41, {eval_key("Begin-Hard", "mcts_weak"): 0.2}, kind=EVAL)
+    log.close()
+    outputs = RunOutputs(spec, str(tmp_path), None, lambda: "", "", print)
+    assert outputs.progress() == (41, {"selfplay/games": 300.0, LOSS_KEY: 1.25})
+
+
 def test_a_stats_file_elsewhere_is_copied_out_of_the_container(tmp_path):
     class Docker:  # `docker cp NAME:PATH -` answers a tar archive
         def copy_out(self, name, path):

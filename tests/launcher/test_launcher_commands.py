@@ -371,6 +371,12 @@ def test_status_says_why_a_stats_file_gives_no_numbers_instead_of_waiting_for_th
     lines = cli("status", environ=world["environ"]).stdout.splitlines()
     assert "node 0: --stats out/stats is a folder, not a file" in lines
     assert "node 1: no numbers in out/stats yet" in lines
+    # once a node reports numbers the run is counting: a node that writes none (the kit's trainer's ranks but 0)
+    # is not said to be waiting for them
+    world["vms"][0]["guestAttributes"]["gantry/agent"] = Report(state=State.RUNNING, run="c4", node_rank=0, step=5,
+                                                               figures={"loss": 0.5}).to_json()
+    lines = cli("status", environ=world["environ"]).stdout.splitlines()
+    assert "node 0: step 5 | loss 0.5" in lines and not [line for line in lines if "no numbers" in line]
 
 
 def test_status_restarts_a_preempted_spot_node_of_a_command_run_and_says_it_bills(cli, fake, world):

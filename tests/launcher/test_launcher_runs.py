@@ -13,6 +13,7 @@ from gantry import config, cost, program_file, runs, stats_reports
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
+from gantry_agent.outputs import stats_figures
 from gantry_agent.settings import Settings
 from launch_contract import (
     MASTER_ADDR_ENV,
@@ -22,10 +23,16 @@ from launch_contract import (
     RUN_DIR_ENV,
     RUN_ID_RULE,
     RunSpec,
-    newest_record,
 )
 from launcher_helpers import needs_terraform
-from runs_helpers import add_nodes, apply_outputs_module, cluster_outputs, metadata_items, trainer_stats
+from runs_helpers import (
+    add_nodes,
+    apply_outputs_module,
+    cluster_outputs,
+    kit_run_folder,
+    metadata_items,
+    trainer_stats,
+)
 from selfplay.record_keys import DEFAULT_CONFIG, arena_key, eval_key
 from toytrain.train import train_record
 
@@ -97,38 +104,37 @@ def trainer_config(overrides: tuple[str, ...] = ()):
 
 def checkpoint_in_bucket(run_url: str, staging, overrides: tuple[str, ...], step: int = 20) -> str:
     """A checkpoint of the default config with ``overrides``, an untrained net of its shape, written by the trainer's
-    own code into the run's folder of the bucket as a trainer on a node leaves it; its file name."""
+    own code into its run folder and copied to the bucket by the agent's, as a node leaves it; its bucket URL."""
     from selfplay import checkpoint
     from selfplay.games import make_game
     from selfplay.model import build_model
-    from selfplay.rundir import RunDir
 
     cfg = trainer_config(overrides)
     m = cfg.model
     net = build_model(make_game(cfg.game.name), m.channels, m.blocks, m.policy_filters, m.value_filters)
-    run = RunDir(run_url, staging_root=str(staging))
-    path = checkpoint.save(run.local, checkpoint.Checkpoint(step=step, config=cfg.to_dict(), model=net.state_dict()))
-    run.push(path)
-    return path.name
+    local, copy = kit_run_folder(run_url, staging)
+    path = checkpoint.save(local, checkpoint.Checkpoint(step=step, config=cfg.to_dict(), model=net.state_dict()))
+    copy.push()
+    return f"{copy.url}/{path.name}"
 
 
 def test_resume_refuses_a_net_the_buckets_checkpoint_does_not_fit_before_starting_a_node(cli, fake, world):
     # the run began before the default net changed (connect4.yaml's went 32 -> 48 wide): the trainer on a node would
     # refuse it after the nodes bill, so the laptop reads the bucket's newest checkpoint and refuses first
     run_url = f"{world['bucket']}/runs/r1"
-    name = checkpoint_in_bucket(run_url, world["staging"], ("--model.channels=8",))
+    copied = checkpoint_in_bucket(run_url, world["staging"], ("--model.channels=8",))
     refused = cli("run", "--detach", "--resume", "r1", environ=world["environ"])
     assert refused.status == ExitStatus.ERROR, refused.output
     shipped = trainer_config().model.channels
     assert refused.stderr.strip().splitlines() == [(
-        f"gantry: error: the program's check refuses the launch: checkpoint {run_url}/{name} was trained with "
+        f"gantry: error: the program's check refuses the launch: checkpoint {copied} was trained with "
         f"model.channels=8 but this run asks for model.channels={shipped}: resume it with --model.channels=8, or a "
         f"new run.dir to start fresh. Nothing was started (`{' '.join(KIT.check)}` in {KIT.folder}; {KIT.path}).")]
     assert fake.started == [] and all("gantry-run" not in metadata_items(vm) for vm in world["vms"])
 
     resumed = cli("run", "--detach", "--resume", "r1", "--", "--model.channels=8", environ=world["environ"])
     assert resumed.status == ExitStatus.OK, resumed.output
-    assert (f"Run directory: {run_url}; its check: resumes from {name} at step 20, its game and net checked"
+    assert (f"Run directory: {run_url}; its check: resumes from {copied.rsplit('/', 1)[-1]} at step 20, its game and net checked"
             in resumed.stdout)
     assert RunSpec.from_json(metadata_items(world["vms"][0])["gantry-run"]).args[-1] == "--model.channels=8"
 
@@ -144,8 +150,9 @@ def test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node(
 
 
 def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_dir(cli, world):
-    result = cli("run", "--detach", "--run-id", "r1", "--", "-m", "toytrain.train", "--steps", "5", "--",
-                 "--config", "x", environ=world["environ"])  # a -- and --config inside the program are its own
+    result = cli("run", "--detach", "--run-id", "r1", "--sync", "out", "--stats", "out/stats.jsonl", "--", "-m",
+                 "toytrain.train", "--steps", "5", "--", "--config", "x",
+                 environ=world["environ"])  # a -- and --config inside the program are its own
     assert result.status == ExitStatus.OK, result.output
     assert "Program: torchrun -m toytrain.train --steps 5 -- --config x" in result.stdout
     run_dir = f"{world['bucket']}/runs/r1"
@@ -153,6 +160,7 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
         spec = RunSpec.from_json(metadata_items(vm)["gantry-run"])
         assert spec.torchrun and spec.args == ("-m", "toytrain.train", "--steps", "5", "--", "--config", "x")
         assert spec.run_dir == run_dir and spec.image == world["image"]
+        assert spec.sync == ("out",) and spec.stats_file == "out/stats.jsonl"  # its folder, kept by the agent
         # what the agent runs for it: torchrun as the entry point, the rendezvous as flags and as the environment
         argv = docker_run_args(spec, "/var/lib/gantry/runs/r1", Settings({}))
         assert argv[argv.index("--entrypoint") + 1] == "torchrun"
@@ -199,19 +207,16 @@ def test_status_of_your_own_program_shows_its_step_and_no_pons(cli, world, tmp_p
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
             {"state": "running", "run": "r1", "node_rank": rank, "step": None, "figures": {}, "detail": ""})}
-    waiting = cli("status", environ=world["environ"])
-    assert 'node 0: no "kind": "train" record with a "step" in the program\'s stats.jsonl' in waiting.stdout
     # the agent's report, as it reads it from the program's own records
-    (tmp_path / "stats.jsonl").write_text(json.dumps(train_record(12, 0.25, 900.0)) + "\n")
-    record = newest_record(str(tmp_path))
+    step, _ = stats_figures(json.dumps(train_record(12, 0.25, 900.0)) + "\n")
     world["vms"][0]["guestAttributes"]["gantry/agent"] = json.dumps(
-        {"state": "running", "run": "r1", "node_rank": 0, "step": record["step"], "figures": {"losses/total": 0.25},
+        {"state": "running", "run": "r1", "node_rank": 0, "step": step, "figures": {"losses/total": 0.25},
          "detail": "", "heartbeat": int(time.time())})
     result = cli("status", environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output
     assert result.stdout.splitlines()[1].split()[:5] == ["0", "gantry-node-0", "running", "r1", "12"]
     assert "node 0: step 12 | losses/total 0.25" in result.stdout  # no gantry.yaml: its numbers as named
-    assert "Pons" not in result.stdout and "no \"kind\"" not in result.stdout
+    assert "Pons" not in result.stdout
 
 
 def test_a_second_run_does_not_silently_replace_the_one_in_progress(cli, fake, world):
@@ -284,13 +289,14 @@ def test_status_shows_the_latest_arena_from_the_newest_record_that_holds_it(cli,
         vm["status"] = "RUNNING"
         vm["guestAttributes"] = running_report("r1", rank, 680 + rank)
     run_url = f"{world['bucket']}/runs/r1"
-    assert list(stats_reports.records_newest_first(f"{run_url}/stats.jsonl")) == []  # no stats.jsonl yet
+    stats_url = f"{kit_run_folder(run_url, world['staging'])[1].url}/stats.jsonl"
+    assert list(stats_reports.records_newest_first(stats_url)) == []  # no stats.jsonl yet
     with trainer_stats(run_url, world["staging"]) as stats:
         stats.record(300, arena_record(150.0, {"random": (40, 0, 10, 0.0)}), kind="arena")
         stats.record(600, arena_record(812.4, {"random": (50, 0, 0, 0.0), "mcts1000": (20, 10, 20, 790.0),
                                                "step-300": (30, 5, 15, 640.0)}), kind="arena")
         stats.record(680, {"charts/step": 680})
-    records = list(stats_reports.records_newest_first(f"{run_url}/stats.jsonl"))
+    records = list(stats_reports.records_newest_first(stats_url))
     assert stats_reports.newest_report(records, "arena/*/draws") == (600, {"random": 0, "mcts1000": 10,
                                                                            "step-300": 5})
     result = cli("status", environ=world["environ"])

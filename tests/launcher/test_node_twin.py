@@ -26,12 +26,14 @@ from contextlib import ExitStack
 
 import pytest
 from agent_helpers import wait_until
+from gantry import program_file
 from gantry.status import ExitStatus
-from launch_contract import ENDED, KIND_KEY, STATS_FILE, EndRecord, RunSpec
+from gantry_agent.outputs import stats_figures
+from launch_contract import ENDED, EndRecord, RunSpec, sync_url
 from launcher_helpers import needs_terraform
 from node_twin import NOT_IN_THE_TWIN, OWN_PROJECT_MARK, REPO, TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
-from selfplay.record_keys import END_KIND
+from selfplay.record_keys import END_KIND, KIND_KEY, STATS_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.terraform, needs_terraform,
               pytest.mark.timeout(1800)]
@@ -43,6 +45,11 @@ TRAINER = ["--model.channels=8", "--model.blocks=1", "--actors.count=1", "--acto
            "--search.simulations=8", "--learner.batch_size=32", "--learner.min_replay=64",
            "--eval.every_minutes=0.2", "--eval.positions_per_set=10", "--eval.simulations=4",
            "--run.checkpoint_every_minutes=0.1", "--run.log_every_seconds=2", "--dist.timeout_s=180"]
+# What the twin adds to the README's run: a free port, and copies to the bucket every 3 s instead of 120.
+TWIN_RUN = ["--sync-every", "3"]
+# The trainer's run folder on node 0 (the kit's gantry.yaml's sync folder), as its agent keeps it in the bucket.
+(TRAINER_FOLDER,) = program_file.load(program_file.KIT_ROOT).sync
+TRAINER_DIR = sync_url("runs/twin", 0, TRAINER_FOLDER)
 
 
 def docker(*args: str) -> subprocess.CompletedProcess:
@@ -117,7 +124,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
 
         phase("both nodes booted")
         port = str(free_port())
-        started = gantry("run", "--detach", "--run-id", "twin", "--master-port", port,
+        started = gantry("run", "--detach", "--run-id", "twin", "--master-port", port, *TWIN_RUN,
                          "--", "--config", "connect4", *TRAINER, environ=environ)  # the kit's gantry.yaml's command
         assert started.status == ExitStatus.OK, started.output
         wait_until(lambda: all(n.report().get("state") == "running" for n in nodes), timeout=300,
@@ -149,7 +156,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # Spot preemption of node 1: agent and trainer gone at once, the VM TERMINATED. Node 0's trainer loses its
         # peer and its agent restarts it; make status starts the stopped Spot VM, it boots again, and both ranks
         # resume from the run's newest checkpoint and train on.
-        run_dir = "runs/twin"
+        run_dir = TRAINER_DIR
         before = steps_in(twin.names(run_dir))[-1]
         nodes[1].preempt("gantry-run-twin-1")
         vms[1]["status"] = "TERMINATED"
@@ -179,7 +186,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # make fetch: checkpoints, stats and TensorBoard events, readable here
         fetched = gantry("fetch", "twin", environ=environ)
         assert fetched.status == ExitStatus.OK, fetched.output
-        local = deployment.root / "runs" / "twin"
+        local = deployment.root / TRAINER_DIR
         assert steps_in(os.listdir(local))[-1] == stopped_at
         records = [json.loads(line) for line in (local / "stats.jsonl").read_text().splitlines()]
         assert any(r["kind"] == "eval" for r in records)
@@ -190,7 +197,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
         # trainer the launch's deadline, and it plans its own end before it
         monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
-        resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port,
+        resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port, *TWIN_RUN,
                          "--", "--config", "connect4", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
         assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
@@ -249,15 +256,14 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     under torchrun on both nodes, meeting over gloo at node 0, its output in the bucket and its step in gantry
     status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
     from gantry.runs import fetch
-    from launch_contract import newest_record
 
     for rank in range(2):
         stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-toy-{rank}"], capture_output=True,
                        timeout=300, check=False)
     steps = 24  # a pause per step, so that status sees the program at work
-    started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), "--", "-m",
-                  "toytrain.train", f"--steps={steps}", "--sleep-s=0.5", "--checkpoint-every=8",
-                  environ=twin.environ)
+    started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), *TWIN_RUN, "--sync", "out",
+                  "--stats", "out/stats.jsonl", "--", "-m", "toytrain.train", f"--steps={steps}", "--sleep-s=0.5",
+                  "--checkpoint-every=8", environ=twin.environ)
     assert started.status == ExitStatus.OK, started.output
     assert "Program: torchrun -m toytrain.train" in started.stdout
 
@@ -286,10 +292,11 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
                        f"gantry-run-toy-{rank}")
         assert facts.stdout.split() == ['["torchrun"]', pushed], facts.stdout + facts.stderr
 
-    home = twin.tmp_path / "toy-home"  # mirrored to the bucket: what make fetch brings home
+    home = twin.tmp_path / "toy-home"  # node 0's --sync folder, copied by its agent: what make fetch brings home
     fetch(f"{twin.bucket_url}/runs/toy", str(home))
-    assert newest_record(str(home))["step"] == steps
-    assert (home / "ckpt.pt").is_file()
+    out = home / sync_url("", 0, "out").lstrip("/")
+    assert stats_figures((out / "stats.jsonl").read_text())[0] == steps
+    assert (out / "ckpt.pt").is_file()
 
 
 # What the twin adds to the README's own-project run: a run id, a free port, copies every 3 s instead of 120, and

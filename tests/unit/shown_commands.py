@@ -167,7 +167,8 @@ RULES: list[tuple[str, Here | Proven]] = [
                                "test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
     (r"^make run-gcp 'ARGS=--detach -- --config tictactoe ", Proven(
         f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
-    (r"^make run-gcp 'ARGS=(--image \S+ )?-- -m |^make run-gcp 'ARGS=\[--image IMAGE\] -- -m ", Proven(
+    ((r"^make run-gcp 'ARGS=(--image \S+ |--sync out --stats out/stats\.jsonl )?-- -m |"
+     r"^make run-gcp 'ARGS=\[--image IMAGE\] -- -m "), Proven(
         f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_dir")),
     (r"^make run-gcp 'ARGS=--image \S+'$", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
                                                   "test_run_refuses_an_image_the_registry_does_not_hold_before_touching_a_node")),

@@ -199,14 +199,17 @@ def test_an_integer_written_as_a_whole_float_is_taken_and_a_fraction_is_refused_
         "selfplay: error: search.simulations=1000000 must be in 1..100000"]
 
 
-def test_on_a_node_the_run_folder_is_the_launchs_unless_a_flag_names_another():
+def test_the_run_folder_is_the_configs_or_the_flags_whatever_the_node_gives(monkeypatch):
+    """On a node the agent gives every program the run's bucket folder; the trainer writes its own local run.dir
+    (the kit's gantry.yaml: --run.dir=trainer, a --sync folder), never the bucket itself."""
     import argparse
 
     from launch_contract import RUN_DIR_ENV
     from selfplay.cli.options import load_config
 
+    monkeypatch.setenv(RUN_DIR_ENV, "gs://b/runs/r1")
     args = argparse.Namespace(config="tictactoe")
-    assert load_config(args, [], {}).run.dir == "runs/tictactoe"  # the laptop: the config's own
-    node = {RUN_DIR_ENV: "gs://b/runs/r1"}  # what a node's agent gives every program
-    assert load_config(args, [], node).run.dir == "gs://b/runs/r1"
-    assert load_config(args, ["--run.dir=runs/mine"], node).run.dir == "runs/mine"
+    assert load_config(args, []).run.dir == "runs/tictactoe"
+    assert load_config(args, ["--run.dir=trainer"]).run.dir == "trainer"
+
+

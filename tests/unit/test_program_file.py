@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 from gantry import program_file, stats_reports
 from gantry.errors import GantryError
-from selfplay.record_keys import LOSS_KEY, POSITIONS_PER_S_KEY, arena_key, eval_key
+from selfplay.record_keys import LOSS_KEY, POSITIONS_PER_S_KEY, STATS_FILE, arena_key, eval_key
 
 
 def test_the_kits_gantry_yaml_names_keys_the_trainer_writes():
     kit = program_file.load(program_file.KIT_ROOT)
-    assert kit.command[-1] == "launch" and kit.check[:4] == ("python", "-m", "selfplay", "check")
+    assert kit.command[-2] == "launch" and kit.check[:4] == ("python", "-m", "selfplay", "check")
+    # its run folder is its one sync folder, which holds its stats: the agent's copy is the trainer's bucket writer
+    (folder,) = kit.sync
+    assert kit.command[-1] == kit.check[-1] == f"--run.dir={folder}" and kit.stats == f"{folder}/{STATS_FILE}"
     assert {LOSS_KEY, POSITIONS_PER_S_KEY} <= set(kit.figures) and kit.show["pace"]["key"] == POSITIONS_PER_S_KEY
     written = {eval_key("Begin-Hard", "mcts_weak"): 0.2, arena_key("random", "score"): 1.0, "arena/elo": 812.0,
                "step": 600}
@@ -32,6 +35,8 @@ def test_a_project_without_gantry_yaml_declares_nothing(tmp_path):
     ("command: python train.py\nfigures: {loss: loss}\n", "figures is {'loss': 'loss'}, not a mapping of key to"),
     ("command: python train.py\npace: {key: x}\n", "pace is {'key': 'x'}, not {key: KEY, unit: WHAT}"),
     ("command: python train.py\nreports: [{title: E, keys: 'a/*/*'}]\n", "not a list of {title, keys (one * at"),
+    ("command: python train.py\nstats: m.jsonl\nreports: [{title: E, keys: a}]\n",
+     "reports are read from the bucket's copy of the stats file, and stats m.jsonl lies in no sync folder. Name a"),
     ("- python\n", "holds no mapping"),
     ("command: [unclosed\n", "is not YAML we can read: "),
 ])

@@ -10,7 +10,6 @@ from launch_contract import (
     DEADLINE_ENV,
     DEFAULT_MASTER_PORT,
     DEFAULT_SYNC_SECONDS,
-    KIND_KEY,
     MASTER_ADDR_ENV,
     MASTER_PORT_ENV,
     MAX_NPROC_PER_NODE,
@@ -18,11 +17,7 @@ from launch_contract import (
     NODE_RANK_ENV,
     PROJECT_ROOT,
     RUN_DIR_ENV,
-    STAGING_ENV,
-    STATS_FILE,
-    STEP_KEY,
     SYNC_FOLDER,
-    TRAIN_KIND,
     sync_url,
 )
 
@@ -59,9 +54,9 @@ After --, `-m MODULE ARGS` (or `SCRIPT.py ARGS`) runs under torchrun on each nod
 --image or --project, else the kit's image, which holds every package under packages/). Any other first word
 (python, bash, ./run.sh, accelerate) is a plain command, run as given in the image's working directory on every
 node. Either gets {NNODES_ENV}, {NODE_RANK_ENV}, {MASTER_ADDR_ENV}, {MASTER_PORT_ENV}, the GANTRY_NODE_RANK /
-GANTRY_NUM_NODES / GANTRY_NODE_IPS / GANTRY_GPUS_PER_NODE names, {RUN_DIR_ENV} (the bucket folder) and
-{STAGING_ENV}; a {STATS_FILE} under {STAGING_ENV} with {{"{KIND_KEY}": "{TRAIN_KIND}", "{STEP_KEY}": N}} records, or
-the --stats FILE you name, is what status shows (the numbers {program_file.FILE_NAME}'s figures name, else the first).
+GANTRY_NUM_NODES / GANTRY_NODE_IPS / GANTRY_GPUS_PER_NODE names and {RUN_DIR_ENV} (the bucket folder, which the
+agent writes: a program writes local folders). The --stats FILE you name is what status shows (the numbers
+{program_file.FILE_NAME}'s figures name, else the first).
 
 Every launch has a time limit ({MAX_MINUTES_FLAG}, 240 minutes unless you say; 0 removes it),
 counted from the launch and kept by each node's agent: it stops the program then (SIGTERM, the grace to checkpoint,
@@ -81,7 +76,7 @@ examples:
   gantry run --project ../my-trainer -- --epochs 3   # the command its gantry.yaml declares, these flags added
   gantry run --image REGION-docker.pkg.dev/P/R/gantry-trainer@sha256:...
   gantry run --resume run-20260601-120000            # after a stop, a preemption or a crash
-  gantry run -- -m toytrain.train --steps 200         # your own torchrun program (packages/toytrain)
+  gantry run --sync out --stats out/stats.jsonl -- -m toytrain.train --steps 200   # a torchrun program
   gantry run --project ../my-trainer --sync checkpoints -- python train.py --gpus all
   gantry run --max-minutes 60 --env WANDB_MODE=offline --project ../my-trainer -- python train.py
   make run-gcp ARGS="--detach"

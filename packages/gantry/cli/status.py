@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from launch_contract import KIND_KEY, STAGING_ENV, STATS_FILE, STEP_KEY, STEP_KEYS, TRAIN_KIND, State
+from launch_contract import STEP_KEYS, State
 
 from gantry import config, cost, nodes, runs, stats_reports
 from gantry.errors import GantryError
@@ -18,7 +18,7 @@ One line per node: the VM's state, the agent's state
 ({", ".join(s.value for s in State)}),
 how long it has been up since its last start and what that cost at list price (infra/terraform.tfvars,
 as `make cost` prices it), the run, its step and how long ago the node last reported. Then, per node, the last line
-its program printed and when, and the numbers of its stats (a stats.jsonl under GANTRY_STAGING, or --stats FILE):
+its program printed and when, and the numbers of its stats (the --stats FILE its launch or gantry.yaml names):
 those the launch's gantry.yaml names in figures, as it formats them, else the first ones; what a million units of
 its pace cost on the node (gantry.yaml's pace); and the lines its reports name, from the newest record in the run's
 stats that holds their keys (the kit's trainer: its evaluations and arena). Also the exit code and
@@ -68,6 +68,9 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
     they have: as the launch's gantry.yaml formats them (RunSpec.figures), else KEY VALUE."""
     lines = []
     now = time.time() if now is None else now
+    # "no numbers yet" only while no node has any: a program whose rank 0 alone writes stats (the kit's trainer on
+    # several nodes) would otherwise say it of every other node for the whole run
+    counted = any(s.report.step is not None or s.report.figures for s in statuses)
     for s in statuses:
         report = s.report
         if report.last_line:
@@ -84,7 +87,7 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
                 ([f"step {report.step}"] if report.step is not None else []) + numbers))
         elif s.spec is not None and s.spec.stats_file and report.stats_problem:
             lines.append(f"node {s.node.rank}: --stats {s.spec.stats_file} {report.stats_problem}")
-        elif s.spec is not None and s.spec.stats_file and report.state is State.RUNNING:
+        elif s.spec is not None and s.spec.stats_file and report.state is State.RUNNING and not counted:
             lines.append(f"node {s.node.rank}: no numbers in {s.spec.stats_file} yet")
     return lines
 
@@ -115,9 +118,6 @@ def run(args, env) -> ExitStatus:
         if pace and hourly is not None and pace["key"] in master.figures:
             # measured on the node you rent, so C4 and N1 + T4 compare by what they cost per unit of work
             env.say("node 0: " + cost.describe_pace_cost(hourly, master.figures[pace["key"]], pace["unit"]))
-        if master.step is None and not spec.stats_file and (spec.figures or spec.torchrun):
-            env.say(f'node 0: no "{KIND_KEY}": "{TRAIN_KIND}" record with a "{STEP_KEY}" in the program\'s '
-                    f"{STATS_FILE} under {STAGING_ENV} yet")
         for line in stats_reports.report_lines(spec, cluster.run_url(spec.run_id, env.environ)):
             env.say(line)
     runs.require_nodes(statuses)

@@ -1,10 +1,11 @@
 """selfplay check: the config and flags as `train` would take them, then exit (the kit's gantry.yaml names it as the
 check `gantry run` runs before any node starts).
 
-With --resume it also reads run.dir's newest checkpoint (from the bucket for a gs:// run.dir) and refuses, as train
-would on the node, settings that cannot continue it: `gantry run --resume` gives the check the run's folder
-(GANTRY_RUN_DIR), so a net shape that changed since the run began costs a download, not a billed node and a crash
-loop. --for-node judges as a node will: only the configs packaged in its image are there."""
+With --resume it also reads run.dir's newest checkpoint and refuses, as train would, settings that cannot continue
+it. --for-node judges as a node will: only the configs packaged in its image are there, and run.dir is a --sync
+folder of the launch; `gantry run --resume` gives the check the run's bucket folder (GANTRY_RUN_DIR), and the
+checkpoint read is node 0's copy of run.dir there (launch_contract.sync_url), so a net shape that changed since the
+run began costs a download, not a billed node and a crash loop."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from launch_contract import RUN_DIR_ENV
+from launch_contract import RUN_DIR_ENV, check_relative, sync_url
 
 from selfplay.cli.options import add_config_argument, load_config, settings_help
 from selfplay.config import Config
@@ -28,10 +29,12 @@ TAKES_OVERRIDES = True  # --section.key=value settings; the help lists them, unw
 
 def add_arguments(parser) -> None:
     add_config_argument(parser)
-    parser.add_argument("--resume", action="store_true", help="also read run.dir's newest checkpoint (a gs:// "
-                        "run.dir's from its bucket) and refuse, as train would, settings that cannot continue it")
+    parser.add_argument("--resume", action="store_true", help="also read run.dir's newest checkpoint and refuse, as "
+                        "train would, settings that cannot continue it")
     parser.add_argument("--for-node", action="store_true", help="judge as a node will: --config a packaged name "
-                        f"(a node's image holds only those), and --resume when {RUN_DIR_ENV} names the run's folder")
+                        "(a node's image holds only those), run.dir a folder relative to the working directory (a "
+                        f"--sync folder), and when {RUN_DIR_ENV} names the run's bucket folder, node 0's copy of "
+                        "run.dir there read as --resume reads it")
 
 
 def run(args, overrides) -> int:
@@ -44,25 +47,47 @@ def run(args, overrides) -> int:
                           f"({names}): pass its settings as flags (--search.simulations=100), or add it under "
                           "packages/selfplay/configs/ and `make build-train`")
     cfg = load_config(args, overrides)
+    if args.for_node:
+        try:
+            check_relative(cfg.run.dir, "run.dir")
+        except ValueError as e:
+            raise ConfigError(f"{e}: on a node it is a --sync folder, relative to the working directory (the "
+                              "kit's gantry.yaml: trainer)") from None
     print(f"config ok: {args.config} ({cfg.game.name})", flush=True)
-    if args.resume or (args.for_node and os.environ.get(RUN_DIR_ENV)):
-        print(newest_checkpoint_resumes(cfg), flush=True)  # the last line: what gantry run says of the resume
+    bucket = os.environ.get(RUN_DIR_ENV) if args.for_node else None
+    if bucket:
+        print(newest_checkpoint_resumes(cfg, sync_url(bucket, 0, cfg.run.dir)), flush=True)
+    elif args.resume:  # the last line: what gantry run says of the resume
+        print(newest_checkpoint_resumes(cfg, cfg.run.dir), flush=True)
     return ExitStatus.OK
 
 
-def newest_checkpoint_resumes(cfg: Config) -> str:
-    """What train would resume from run.dir, checked as train checks it; a remote one is read into a temporary
-    folder, gone afterwards."""
+def newest_checkpoint_resumes(cfg: Config, where: str) -> str:
+    """What train would resume from the run folder ``where``, checked as train checks it: a folder here, or its copy
+    in a bucket (gs://, read with the launcher's gcsfs into a temporary folder, gone afterwards)."""
     from selfplay import checkpoint  # torch, only when asked
-    from selfplay.rundir import RunDir
 
-    with tempfile.TemporaryDirectory(prefix="selfplay-check-") as staging:
-        run_dir = RunDir(cfg.run.dir, staging_root=staging)
-        run_dir.pull()
-        newest = checkpoint.latest(run_dir.local)
+    if "://" not in where:
+        newest = checkpoint.latest(where)
         if newest is None:
-            return "starts at step 0: no checkpoint in run.dir yet"
-        where = f"{cfg.run.dir.rstrip('/')}/{newest.name}" if run_dir.remote else str(newest)
-        saved = checkpoint.load(newest, shown_as=where)  # refusals name it where the user keeps it, not the copy
-        checkpoint.check_resumes(saved, cfg, where)
+            return f"starts at step 0: no checkpoint in {where} yet"
+        saved = checkpoint.load(newest)
+        checkpoint.check_resumes(saved, cfg, str(newest))
         return f"resumes from {newest.name} at step {saved.step}, its game and net checked"
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(where)
+    try:
+        names = sorted(Path(p).name for p in fs.ls(root, detail=False))
+    except FileNotFoundError:
+        names = []
+    newest = max((n for n in names if checkpoint.NAME.match(n)), default=None)  # ckpt-<9 digits>.pt
+    if newest is None:
+        return f"starts at step 0: no checkpoint in {where} yet"
+    shown = f"{where.rstrip('/')}/{newest}"
+    with tempfile.TemporaryDirectory(prefix="selfplay-check-") as copy:
+        local = Path(copy) / newest
+        fs.get(f"{root}/{newest}", str(local))
+        saved = checkpoint.load(local, shown_as=shown)  # refusals name it where the user keeps it, not the copy
+    checkpoint.check_resumes(saved, cfg, shown)
+    return f"resumes from {newest} at step {saved.step}, its game and net checked"

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import textwrap
-
-from launch_contract import RUN_DIR_ENV
 
 from selfplay.config import SECTIONS, Config
 from selfplay.config_io import load, resolve_config
@@ -32,11 +29,6 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
                         help=f"packaged config name or YAML path (default {DEFAULT_CONFIG})")
 
 
-def load_config(args: argparse.Namespace, overrides: list[str], environ=os.environ) -> Config:
-    """--config's YAML with the --section.key=value overrides, refused with ConfigError as train refuses it. Where
-    the launch names the run's folder (RUN_DIR_ENV: a node's agent sets it for every program it starts), that is
-    run.dir unless a --run.dir flag says otherwise: the launcher passes no trainer flag for it."""
-    cfg = load(resolve_config(args.config), overrides)
-    if environ.get(RUN_DIR_ENV) and not any(o.startswith("--run.dir=") for o in overrides):
-        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, dir=environ[RUN_DIR_ENV]))
-    return cfg
+def load_config(args: argparse.Namespace, overrides: list[str]) -> Config:
+    """--config's YAML with the --section.key=value overrides, refused with ConfigError as train refuses it."""
+    return load(resolve_config(args.config), overrides)
