@@ -190,6 +190,9 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
     (["--", "--search.simulations=abc"], ("the program's check refuses the launch: search.simulations='abc' must "
                                          "be an integer")),
     (["--", "--config", "tictactoe", "--serch.simulations=5"], "the program's check refuses the launch: "),
+    # its run folder is its gantry.yaml's sync folder: another would be written on the node and copied nowhere
+    (["--", "--run.dir=runs/mine"], ("the program's check refuses the launch: run.dir is trainer on a node (the "
+                                     "folder its agent keeps in the bucket) and runs/mine by your flags")),
     # every field is checked from its declaration (#42): a seed numpy refuses never reaches a node
     (["--", "--run.seed=-1"], "the program's check refuses the launch: run.seed=-1 must be in 0..4294967295"),
 ])

@@ -48,6 +48,11 @@ def run(args, overrides) -> int:
                           "packages/selfplay/configs/ and `make build-train`")
     cfg = load_config(args, overrides)
     if args.for_node:
+        named = list(dict.fromkeys(o.partition("=")[2] for o in overrides if o.startswith("--run.dir=")))
+        if len(named) > 1:  # the check's own (gantry.yaml's, the launch's sync folder), then the user's
+            raise ConfigError(f"run.dir is {named[0]} on a node (the folder its agent keeps in the bucket) and "
+                              f"{named[-1]} by your flags: the trainer would write a folder nothing copies; drop "
+                              "--run.dir (make fetch brings the run folder home)")
         try:
             check_relative(cfg.run.dir, "run.dir")
         except ValueError as e:
