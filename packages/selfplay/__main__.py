@@ -14,11 +14,28 @@ traceback instead; anything else (a bug, an error torch raises) keeps its traceb
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
+import sys  # loaded with the interpreter: nothing to wait for here
 
-from selfplay.errors import ExitStatus, SelfplayError  # stdlib only: the verbs (numpy, torch) come in main()
+
+def stopped_by_ctrl_c(argv: list[str] | None) -> None:
+    """The one line of a Ctrl-C before a verb's own handler is in place."""
+    verb = next((word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")), "")
+    print(f"selfplay: {verb} stopped by Ctrl-C" + (" during start-up, before its first checkpoint: nothing of "
+          "this session was written; run it again to start (or resume)" if verb in ("train", "launch") else ""),
+          file=sys.stderr, flush=True)
+
+
+try:  # a Ctrl-C while this module's own imports run is the same one line (seen once in CI at 0.1 s)
+    import argparse
+    import logging
+
+    from selfplay.errors import (  # stdlib only: the verbs (numpy, torch) come in main()
+        ExitStatus,
+        SelfplayError,
+    )
+except KeyboardInterrupt:
+    stopped_by_ctrl_c(None)
+    sys.exit(130)  # ExitStatus.INTERRUPTED, whose module may be the one that was interrupted
 
 # Where the dispatcher keeps each verb's handler and kind in the parsed arguments: names no option can take
 # (argparse makes --run into `run`, and none starts with an underscore), so a verb's own option, such as plot's
@@ -53,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         # train checkpoints at SIGINT once its handler is in place; before it, torch half imported may log its caches
         # at exit through the INFO root logger dispatch sets, so only warnings go out from here on
         logging.getLogger().setLevel(logging.WARNING)
-        verb = next((word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")), "")
-        print(f"selfplay: {verb} stopped by Ctrl-C" + (" during start-up, before its first checkpoint: nothing of "
-              "this session was written; run it again to start (or resume)" if verb in ("train", "launch") else ""),
-              file=sys.stderr, flush=True)
+        stopped_by_ctrl_c(argv)
         return ExitStatus.INTERRUPTED
 
 

@@ -2,6 +2,8 @@
 in use, a stats.jsonl cut by a crash, Ctrl-C at any moment of start-up. Real processes and signals (tic-tac-toe)."""
 
 import json
+import os
+import re
 import signal
 import socket
 import subprocess
@@ -73,6 +75,12 @@ def test_ctrl_c_at_any_moment_of_start_up_is_one_line(tmp_path, after_s):
     time.sleep(after_s)
     trainer.send_signal(signal.SIGINT)
     out, err = trainer.communicate(timeout=120)
+    if "Traceback" in err and trainer.returncode in (1, -signal.SIGINT):
+        # Ctrl-C before the interpreter reached selfplay's first line (its start-up, site, runpy) is Python's own;
+        # from that line on it is the one line below
+        frames = re.findall(r'File "([^"]+)"', err)
+        assert not [f for f in frames if f"{os.sep}selfplay{os.sep}" in f], err
+        return
     assert "Traceback" not in out + err and "FakeTensor" not in out + err, out + err
     # before the trainer's own handler: the dispatcher's one line, and exit 130; now and then (1 in about 16 CI
     # runs) the process is reported killed by SIGINT instead, the line printed whole (cause not yet found)
@@ -82,3 +90,22 @@ def test_ctrl_c_at_any_moment_of_start_up_is_one_line(tmp_path, after_s):
     else:  # the trainer's handler was in place: it stopped in order, with its own line
         assert trainer.returncode == 0 and "SIGINT: stopping actors and writing a final checkpoint" in out, out + err
         assert err.strip() == "", err
+
+
+def test_ctrl_c_while_the_dispatcher_itself_imports_is_the_same_one_line():
+    """The window a timer cannot aim at (CI hit it once at 0.1 s): KeyboardInterrupt raised by the dispatcher's own
+    first import, as SIGINT would raise it there."""
+    hook = ("import builtins, runpy, sys\n"
+            "real = builtins.__import__\n"
+            "def interrupted(name, *a, **k):\n"
+            "    if name == 'argparse':\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = interrupted\n"
+            "sys.modules.pop('argparse', None)\n"
+            "sys.argv = ['selfplay', 'train']\n"
+            "runpy.run_module('selfplay', run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 130 and result.stderr.splitlines() == [
+        ("selfplay: train stopped by Ctrl-C during start-up, before its first checkpoint: nothing of this session "
+         "was written; run it again to start (or resume)")], result.stderr
