@@ -10,11 +10,12 @@ from gantry.status import ExitStatus
 NAME = "fetch"
 HELP = "copy a run's folder from the bucket to runs/RUN_ID: each node's --sync folders and the agents' end records"
 DESCRIPTION = """\
-Download gs://BUCKET/runs/RUN_ID (GANTRY_RUN_DIR, which the nodes' agents write: each node's --sync folders under
-sync/node-RANK/DIR, among them the kit's trainer's run folder with its checkpoints, stats.jsonl and TensorBoard
-events, sync/node-0/trainer; the agents' end records under ended/) into runs/RUN_ID, where `tensorboard --logdir
-runs/RUN_ID` and local training (`make train-local RUN_DIR=runs/RUN_ID/sync/node-0/trainer` resumes the kit's
-trainer) find them. Works while the run trains: only new or grown files are copied again.
+Download gs://BUCKET/runs/RUN_ID (GANTRY_RUN_DIR, which the nodes' agents write:
+each node's --sync folders under sync/node-RANK/DIR, among them the kit's trainer's run folder with its
+checkpoints, stats.jsonl and TensorBoard events, sync/node-0/trainer; the agents' end records under ended/) into
+runs/RUN_ID, where `tensorboard --logdir runs/RUN_ID` and local training (`make train-local
+RUN_DIR=runs/RUN_ID/sync/node-0/trainer` resumes the kit's trainer) find them. Works while the run trains: only
+new or grown files are copied again.
 Egress from the bucket bills per GB.
 
 examples:
