@@ -28,13 +28,20 @@ variable "region" {
 }
 
 variable "zone" {
-  description = "Zone of the nodes, inside region. T4s are in us-central1-a, -b, -c and -f; `make preflight` lists zones with the shape."
+  description = "Zone of the nodes, inside region. On the GPU path it must offer accelerator_type (infra/gpu_shapes.json lists the zones: T4 and A100 in us-central1-a, -b, -c and -f, L4 and H100 in -a, -b and -c, A100 80 GB in -a and -c); `make preflight` lists zones with the shape."
   type        = string
   default     = "us-central1-a"
 
   validation {
     condition     = startswith(var.zone, "${var.region}-") && can(regex("^[a-z]+-[a-z]+[0-9]+-[a-z]$", var.zone))
     error_message = "zone must be a zone of region (e.g. us-central1-a for region us-central1)."
+  }
+
+  # Zones per GPU and count come from gpu_shapes.json (SkyPilot's catalog of Google's offerings, cited there): a count's
+  # machine types share their zones, so the rule reads no gpu_machine_type (a bad one would silence it).
+  validation {
+    condition     = !var.use_gpu || contains(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, [var.zone]), var.zone)
+    error_message = "${var.accelerator_count} x ${var.accelerator_type} is not offered in zone ${var.zone}: ${length([for z in try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, [var.zone]) : z if startswith(z, "${var.region}-")]) > 0 ? "in region ${var.region} use zone ${join(" or ", [for z in try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, [var.zone]) : z if startswith(z, "${var.region}-")])}" : "region ${var.region} has none; set region and zone to one of ${join(", ", distinct([for z in try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, [var.zone]) : regex("^(.*)-[a-z]$", z)[0]]))}"} (infra/gpu_shapes.json)."
   }
 }
 
@@ -52,6 +59,12 @@ variable "fallback_zones" {
     # Not "and not zone itself": gantry applies a fallback zone as -var zone=..., which must still pass.
     condition     = length(distinct(var.fallback_zones)) == length(var.fallback_zones)
     error_message = "fallback_zones must name each zone once."
+  }
+
+  validation {
+    # gantry applies a fallback zone as -var zone=..., where zone's own rule would refuse it after the stock-out
+    condition     = !var.use_gpu || alltrue([for z in var.fallback_zones : contains(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, var.fallback_zones), z)])
+    error_message = "fallback_zones ${join(", ", [for z in var.fallback_zones : z if !contains(try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, var.fallback_zones), z)])} do not offer ${var.accelerator_count} x ${var.accelerator_type}: zones of region ${var.region} that do are ${join(", ", [for z in try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones_of[try(jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].machine_types[tostring(var.accelerator_count)][0], "")], jsondecode(file("${path.module}/gpu_shapes.json")).gpus[var.accelerator_type].zones, var.fallback_zones) : z if startswith(z, "${var.region}-")])} (infra/gpu_shapes.json)."
   }
 }
 

@@ -35,6 +35,20 @@ pytestmark = pytest.mark.terraform
     ({"use_gpu": True, "accelerator_count": 2, "gpu_machine_type": "n1-standard-64"}, {"gpu_machine_type"}),
     ({"use_gpu": True, "accelerator_count": 4, "gpu_machine_type": "n1-standard-64"}, set()),  # 96 vCPUs with 4
     # The CUDA image's torch is a CUDA 13 build (docker/torch.json): no kernels below compute capability 7.5.
+    # zones per GPU and machine type (infra/gpu_shapes.json): H100 and L4 are not in us-central1-f, T4s are
+    ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 8, "zone": "us-central1-f"},
+     {"zone"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "zone": "us-central1-f"}, {"zone"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-a100-80gb", "zone": "us-central1-b"}, {"zone"}),
+    ({"use_gpu": True, "zone": "us-central1-f"}, set()),
+    ({"use_gpu": False, "zone": "us-central1-f"}, set()),  # checked only on the GPU path
+    ({"use_gpu": True, "accelerator_type": "nvidia-l4", "fallback_zones": ["us-central1-b", "us-central1-f"]},
+     {"fallback_zones"}),
+    # a3-highgpu-8g is the one H100 shape not in europe-west8-c (the machine type's zones, not its family's)
+    ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 8, "region": "europe-west8",
+      "zone": "europe-west8-c"}, {"zone"}),
+    ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 1, "spot": True,
+      "region": "europe-west8", "zone": "europe-west8-c"}, set()),
     ({"use_gpu": True, "accelerator_type": "nvidia-tesla-v100"}, {"accelerator_type"}),
     ({"use_gpu": True, "accelerator_count": 3}, {"accelerator_count"}),
     ({"boot_disk_size_gb": 20}, {"boot_disk_size_gb"}),
@@ -67,3 +81,20 @@ def test_a_gpu_pair_that_does_not_exist_names_the_shapes_that_do(tmp_path):
     (error,) = [d for d in diagnostics if d["severity"] == "error"]
     assert error["detail"].startswith("accelerator_count 5 of nvidia-l4 is not a shape Google offers: a node takes 1, 2, 4, 8 "
                                       "(infra/gpu_shapes.json); for more GPUs raise node_count.")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ('accelerator_type = "nvidia-h100-80gb"\naccelerator_count = 8\nzone = "us-central1-f"\n',
+     ("8 x nvidia-h100-80gb is not offered in zone us-central1-f: in region us-central1 use zone "
+     "us-central1-a or us-central1-b or us-central1-c (infra/gpu_shapes.json).")),
+    ('accelerator_type = "nvidia-l4"\nregion = "us-central2"\nzone = "us-central2-b"\n',
+     ("1 x nvidia-l4 is not offered in zone us-central2-b: region us-central2 has none; set region and zone "
+     "to one of asia-east1, ")),
+])
+def test_a_gpu_in_a_zone_without_it_names_the_zones_that_have_it(tmp_path, settings, message):
+    require_tool("terraform", "install Terraform >= 1.9 (CI machines have 1.11)")
+    var_file = tmp_path / "terraform.tfvars"
+    var_file.write_text(f'project_id = "my-project"\nuse_gpu = true\n{settings}')
+    diagnostics, _ = check_variables(INFRA / "variables.tf", var_file)
+    (error,) = [d for d in diagnostics if d["severity"] == "error"]
+    assert error["detail"].startswith(message), error["detail"]

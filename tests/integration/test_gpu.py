@@ -1,4 +1,4 @@
-"""CUDA paths: skipped without a usable GPU; scripts/gpu_check.sh runs them where one exists."""
+"""CUDA paths: skipped without a usable GPU; scripts/gpu_check.py runs them where one exists."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ from selfplay.distributed import choose_backend
 from selfplay.hardware import cuda_usable, pick_device, pick_precision
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA device here (scripts/gpu_check.sh runs "
+              pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA device here (scripts/gpu_check.py runs "
                                                            "these on a GPU machine)")]
 
 

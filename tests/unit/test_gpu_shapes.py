@@ -44,3 +44,14 @@ def test_every_shape_of_a_priced_family_has_a_price():
         listed = [s for shapes in gpu["machine_types"].values() for s in shapes]
         unpriced = [s for s in listed if s not in family["machine_types"]]
         assert not unpriced or gpu["family"] == "a2" and all(s.startswith("a2-ultragpu") for s in unpriced), unpriced
+
+
+def test_zones_follow_the_count_so_the_zone_rule_needs_no_gpu_machine_type():
+    """variables.tf's zone rule reads the count's first machine type, never gpu_machine_type (a bad one would silence
+    it): that holds while a machine type with zones of its own (zones_of) is the only one of its count."""
+    for name, gpu in gpu_shapes.table()["gpus"].items():
+        assert gpu["zones"] == sorted(gpu["zones"]) and len(gpu["zones"]) >= 5, name
+        for machine_type, zones in gpu.get("zones_of", {}).items():
+            counts = [count for count, types in gpu["machine_types"].items() if machine_type in types]
+            assert [gpu["machine_types"][count] for count in counts] == [[machine_type]], (name, machine_type)
+            assert zones and zones != gpu["zones"], (name, machine_type)
