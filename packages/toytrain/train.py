@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from launch_contract import LOCAL_RANK_ENV, partial_name
+from launch_contract import GANTRY_GPUS_PER_NODE_ENV, LOCAL_RANK_ENV, partial_name
 from torch.nn.parallel import DistributedDataParallel
 
 CHECKPOINT = "ckpt.pt"
@@ -74,7 +74,11 @@ def main(argv=None) -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     step, began = int(start.item()), time.monotonic()
     if rank == 0:
-        print(f"toytrain: {world} rank(s) over {backend}, steps {step} -> {args.steps}, output {out}", flush=True)
+        # torchrun's ranks on this machine, and the GPUs the node agent says it has (0 on a CPU node; unset here)
+        per_node = os.environ.get("LOCAL_WORLD_SIZE", "?")
+        gpus = os.environ.get(GANTRY_GPUS_PER_NODE_ENV, "unset")
+        print(f"toytrain: {world} rank(s) over {backend}, {per_node} per node ({GANTRY_GPUS_PER_NODE_ENV}={gpus}), "
+              f"steps {step} -> {args.steps}, output {out}", flush=True)
 
     # ---- loop
     while step < args.steps:

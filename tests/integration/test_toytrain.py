@@ -36,7 +36,7 @@ def test_toytrain_trains_two_ranks_and_resumes_from_the_bucket_copy_the_agent_ke
     run_url = "gs://runs-bucket/runs/toy"
     first = torchrun(6, tmp_path / "node-a" / "out")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "2 rank(s) over gloo, steps 0 -> 6" in first.stdout
+    assert "2 rank(s) over gloo, 2 per node (GANTRY_GPUS_PER_NODE=unset), steps 0 -> 6" in first.stdout
     stats = (tmp_path / "node-a" / "out" / "stats.jsonl").read_text()
     assert stats_figures(stats, ["loss"])[0] == 6  # the step the agent reports (--stats out/stats.jsonl)
     FolderSync(str(tmp_path / "node-a" / "out"), sync_url(run_url, 0, "out"), lambda: "", gcs.url).push()

@@ -116,6 +116,28 @@ def test_cost_needs_no_cloud(tmp_path):
     assert "Spot" in result.stdout and "a run of max_run_hours = 4" in result.stdout
 
 
+@pytest.mark.terraform
+@needs_terraform
+@pytest.mark.parametrize("accelerator_type, machine_type", [("nvidia-l4", "g2-standard-96"),
+                                                           ("nvidia-tesla-a100", "a2-highgpu-8g")])
+def test_cost_of_an_eight_gpu_node_prices_its_host_and_its_gpus(tmp_path, accelerator_type, machine_type):
+    """`make cost` for 8 x L4 (G2) and 8 x A100 (A2), as a user's tfvars asks: the machine type the count derives,
+    its host and its GPUs priced apart (Google's two SKUs), the total the two and the disk make."""
+    import re
+
+    deployment = Deployment(tmp_path)
+    deployment.write(use_gpu=True, accelerator_type=accelerator_type, accelerator_count=8)
+    result = run_module(["cost"], tmp_path, isolated_environ(tmp_path))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"Deployment: 1 x {machine_type} + 8 x {accelerator_type} (on-demand)" in out, out
+    host, gpus, disk, total = (float(re.search(rf"{re.escape(what)}.*\$ *([0-9.]+)/h", out).group(1))
+                               for what in (f"  {machine_type} (", f"8 x {accelerator_type}, on-demand", "boot disk",
+                                            "1 node in total"))
+    assert host > 0 and gpus > 0 and total == pytest.approx(host + gpus + disk, abs=0.002)
+    print(out)  # with -s: what a new user sees (the closing notes quote it)
+
+
 def test_console_script_is_declared():
     assert 'gantry = "gantry.__main__:main"' in (REPO / "pyproject.toml").read_text()
     assert Path(REPO / "packages" / "gantry" / "prices.json").exists()

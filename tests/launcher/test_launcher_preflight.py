@@ -289,3 +289,34 @@ def test_gpus_deleted_within_7_days_may_use_the_preemptible_quota(cli, deploymen
     assert both_short.status == ExitStatus.CHECK_FAILED
     assert "[FAIL] quota NVIDIA_T4_GPUS (us-central1)" in both_short.stdout
     assert "[FAIL] quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): need 2 (2 node(s)), limit 1" in both_short.stdout
+
+
+@pytest.mark.parametrize("accelerator_type, machine_type", [
+    ("nvidia-l4", "g2-standard-96"),
+    ("nvidia-tesla-a100", "a2-highgpu-8g"),
+])
+def test_an_eight_gpu_node_of_each_family_checks_its_shape_and_its_gpus_quota(cli, deployment, fake, accelerator_type,
+                                                                             machine_type):
+    """8 x L4 on G2 and 8 x A100 on A2: the machine type infra/gpu_shapes.json derives for the count, offered in the
+    zone with its vCPUs and memory as that table has them, and the GPU model's own regional quota."""
+    from gantry import gpu_shapes
+
+    vcpus, memory_gb = gpu_shapes.shape(machine_type)
+    fake.machine_types["us-central1-a"][machine_type] = (vcpus, int(memory_gb * 1024))
+    fake.accelerator_types["us-central1-a"][accelerator_type] = 16 if machine_type.startswith("a2") else 8
+    metric, spot_metric = gpu_shapes.quota_metrics(accelerator_type)
+    fake.project_quotas.update(CPUS_ALL_REGIONS=(vcpus, 0), GPUS_ALL_REGIONS=(8, 0))
+    fake.region_quotas["us-central1"].update({"CPUS": (vcpus, 0), metric: (8, 0), spot_metric: (0, 0)})
+    deployment.write(use_gpu=True, accelerator_type=accelerator_type, accelerator_count=8)
+    result = cli("preflight")
+    assert result.status == ExitStatus.OK, result.output
+    out = result.stdout
+    assert f"{machine_type} in us-central1-a: {vcpus} vCPU, {memory_gb:.0f} GB" in out, out
+    assert f"{accelerator_type} in us-central1-a" in out
+    assert f"quota {metric} (us-central1): need 8" in out and f"quota CPUS (us-central1): need {vcpus}" in out
+    print(out)  # with -s: what a new user sees (the closing notes quote it)
+
+    fake.region_quotas["us-central1"][metric] = (0, 0)  # a new project: no GPUs of the model yet
+    short = cli("preflight")
+    assert short.status == ExitStatus.CHECK_FAILED
+    assert f"--quota-id={metric.replace('_', '-')}-per-project-region --dimensions=region=us-central1" in short.stdout

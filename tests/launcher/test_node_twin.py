@@ -196,16 +196,20 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # make run-gcp --resume: both nodes continue from the stopped step and end by themselves before the default
         # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
         # trainer the launch's deadline, and it plans its own end before it
+        # and it resumes with two ranks on each node (a GPU node's layout: one rank per GPU), four in one group
         monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
-        resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port, *TWIN_RUN,
-                         "--", "--config", "connect4", *TRAINER, environ=environ)
+        resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port, *TWIN_RUN, "--nproc-per-node",
+                         "2", "--", "--config", "connect4", *TRAINER, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
         assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
         wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
                    what=f"the resumed run to finish; node 0 said:\n{nodes[0].output()[-3000:]}")
         assert f"at step {stopped_at} " in nodes[0].output()  # "resumed from ckpt-... at step N (...)"
         final = steps_in(twin.names(run_dir))[-1]
-        assert final >= stopped_at and f"rank 1 finished at step {final}," in nodes[1].output()
+        assert final >= stopped_at
+        assert all(f"launch: node {n}/2, 2 rank(s) here" in nodes[n].output() for n in range(2))
+        for rank in range(4):  # ranks 0, 1 on node 0 and 2, 3 on node 1, all at the same step
+            assert f"rank {rank} finished at step {final}," in nodes[rank // 2].output(), nodes[rank // 2].output()[-3000:]
         # the budget ended it, not a step count or a signal (the first session ended by make stop's SIGTERM)
         records = [json.loads(line) for line in twin.read(f"{run_dir}/{STATS_FILE}").decode().splitlines()]
         ends = [r for r in records if r.get(KIND_KEY) == END_KIND]
@@ -252,9 +256,9 @@ def left_off(cli, twin, fake) -> None:
 
 
 def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
-    """gantry run -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the trainer image,
-    under torchrun on both nodes, meeting over gloo at node 0, its output in the bucket and its step in gantry
-    status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
+    """gantry run --nproc-per-node 2 -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the
+    trainer image, under torchrun with two ranks on each node, meeting over gloo at node 0, its output in the bucket
+    and its step in gantry status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
     from gantry.runs import fetch
 
     for rank in range(2):
@@ -262,8 +266,8 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
                        timeout=300, check=False)
     steps = 24  # a pause per step, so that status sees the program at work
     started = cli("run", "--detach", "--run-id", "toy", "--master-port", str(free_port()), *TWIN_RUN, "--sync", "out",
-                  "--stats", "out/stats.jsonl", "--", "-m", "toytrain.train", f"--steps={steps}", "--sleep-s=0.5",
-                  "--checkpoint-every=8", environ=twin.environ)
+                  "--stats", "out/stats.jsonl", "--nproc-per-node", "2", "--", "-m", "toytrain.train", f"--steps={steps}",
+                  "--sleep-s=0.5", "--checkpoint-every=8", environ=twin.environ)
     assert started.status == ExitStatus.OK, started.output
     assert "Program: torchrun -m toytrain.train" in started.stdout
 
@@ -286,7 +290,8 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     for rank, row in enumerate(status.stdout.splitlines()[1:3]):
         assert row.split()[:4] == [str(rank), NAMES[rank], "finished", "toy"], status.stdout
     assert status.stdout.splitlines()[1].split()[4] == str(steps)
-    assert "toytrain: 2 rank(s) over gloo" in nodes[0].output()  # one rank per node, one process group
+    # two ranks a node (a GPU node's default: one per GPU), four in one process group; the command sees the node's GPUs
+    assert "toytrain: 4 rank(s) over gloo, 2 per node (GANTRY_GPUS_PER_NODE=0)" in nodes[0].output()
     for rank in range(2):  # torchrun as the entry point, in the image that was pushed
         facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.Image}}",
                        f"gantry-run-toy-{rank}")

@@ -192,8 +192,12 @@ def test_walkthrough_order_builds_before_billing_and_pushes_after_the_registry()
 
 @pytest.mark.terraform
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform binary not on PATH (CI installs it)")
-@pytest.mark.parametrize("use_gpu, on_demand, spot", [(False, "0.69", "0.42"), (True, "0.74", "0.27")])
-def test_readme_cost_rows_are_what_make_cost_prints(use_gpu, on_demand, spot, tmp_path):
+@pytest.mark.parametrize("row_names, settings, on_demand, spot", [
+    ("c4-highcpu-16", {}, "0.69", "0.42"),
+    ("+ 1 T4", {"use_gpu": True}, "0.74", "0.27"),
+    ("+ 8 L4", {"use_gpu": True, "accelerator_type": "nvidia-l4", "accelerator_count": 8}, "8.02", "3.21"),
+])
+def test_readme_cost_rows_are_what_make_cost_prints(row_names, settings, on_demand, spot, tmp_path):
     from gantry import config, cost
 
     def deployment(**settings):  # infra/'s defaults and these settings, as Terraform reads them (config.load)
@@ -201,9 +205,8 @@ def test_readme_cost_rows_are_what_make_cost_prints(use_gpu, on_demand, spot, tm
         path.write_text(json.dumps({"project_id": "my-project", **settings}))
         return config.load(path, ROOT / "infra")
 
-    row = next(line for line in readme().splitlines()
-               if line.startswith("| 1 ×") and (("T4" in line) == use_gpu))
+    row = next(line for line in readme().splitlines() if line.startswith("| 1 ×") and row_names in line)
     assert f"${on_demand}/h" in row and f"${spot}/h" in row, row
     for is_spot, figure in ((False, on_demand), (True, spot)):
-        chosen = deployment(use_gpu=use_gpu, spot=is_spot, max_run_hours=8)
+        chosen = deployment(**settings, spot=is_spot, max_run_hours=8)
         assert f"{cost.estimate(chosen).node_hourly:.2f}" == figure
