@@ -17,6 +17,9 @@ import os
 
 import pytest
 
+# The shown-commands layer's end-of-suite verdict: every test named as a doc command's proof ran (tests/shown_proof.py).
+pytest_plugins = ["shown_proof"]
+
 # `make test ARGS="-k x"` hands its command line to every make below it (MAKEFLAGS, and each variable exported), so a
 # make a test runs (make -n build-train, make plot) would get the suite's ARGS and refuse them: the tests' own makes
 # start clean. MAKEFLAGS lists the command line's variables after " -- ".

@@ -60,6 +60,7 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
         assert (torch_version, cuda) == (f"{images.torch_pins()['torch']}+cpu", "None")
         assert run_in(first.tag, "pwd") == "/workspace"
         assert run_in(first.tag, "sh", "-c", "git --version && make --version | head -1").startswith("git version ")
+        its_readme_runs_in_its_image(first.tag)
 
         script = project / SCRIPT
         script.write_text(script.read_text().replace('"""Chess self-play:', '"""Chess self-play (edited):', 1))
@@ -91,6 +92,26 @@ def test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds
     finally:
         if tags:
             docker("rmi", "-f", *tags, check=False, timeout=300)
+
+
+def its_readme_runs_in_its_image(tag: str) -> None:
+    """The example README's "Run it on your machine" block, as that README shows it, in the project's image (a
+    machine with its requirements.txt installed): it installs nothing new and trains, printing the lines the README
+    shows, numbers aside."""
+    # tests/unit/shown_commands.py: the shown-commands layer reads the README the same way
+    from shown_commands import doc_commands
+
+    readme = EXAMPLE / "README.md"
+    block = [s.command for s in doc_commands(readme) if s.program in ("pip", "python")]
+    assert block == ["pip install -r requirements.txt", "python scripts/train_multi_gpu.py --gpus cpu --iterations 3"]
+    printed = run_in(tag, "sh", "-c", " && ".join(block)).splitlines()
+    sample = readme.read_text().split("It prints one line per iteration:", 1)[1].split("```\n", 2)[1].splitlines()
+
+    def shape(line: str) -> str:
+        return re.sub(r"\d+(\.\d+)?", "N", line)
+
+    ours = [line for line in printed if line.startswith(("self-play on", "iteration "))]
+    assert [shape(line) for line in ours] == [shape(line) for line in sample], "\n".join(printed)
 
 
 def devcontainer_writes_as_you(project: Path, tmp_path: Path) -> None:

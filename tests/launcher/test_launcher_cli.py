@@ -118,6 +118,17 @@ def test_cost_needs_no_cloud(tmp_path):
 
 @pytest.mark.terraform
 @needs_terraform
+def test_cost_trc_calls_a_tpu_free_through_the_command_line_and_still_shows_its_list_price(tmp_path):
+    """`make cost ARGS=--trc` (docs/TPU.md) for a TPU deployment: free under a TRC allocation, the list price beside."""
+    deployment = Deployment(tmp_path)
+    deployment.write(use_tpu=True, tpu_type="v3-8", max_run_hours=8)
+    result = run_module(["cost", "--trc"], tmp_path, isolated_environ(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "free under a TRC allocation" in result.stdout and "$ 8.000/h" in result.stdout, result.stdout
+
+
+@pytest.mark.terraform
+@needs_terraform
 @pytest.mark.parametrize("accelerator_type, machine_type", [("nvidia-l4", "g2-standard-96"),
                                                            ("nvidia-tesla-a100", "a2-highgpu-8g")])
 def test_cost_of_an_eight_gpu_node_prices_its_host_and_its_gpus(tmp_path, accelerator_type, machine_type):

@@ -14,11 +14,13 @@ from pathlib import Path
 
 from suite_make import ROOT, clean_environ
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Every Markdown file a user is pointed to: the README, docs/, each example's README and the benchmark records.
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*/README.md")),
+        *sorted((ROOT / "bench").glob("*.md"))]
 # The programs a code block's line may start with; a shell block's line starting with another fails the layer, so
 # a new kind of command brings a rule with it. An untagged block (a diagram, a file list) counts only these lines.
 PROGRAMS = ("make", "gantry", ".venv/bin/gantry", "python", "python3", "selfplay", "gcloud", "terraform", "docker",
-            "devcontainer", "npm", "cp", "sudo", "eval", "$EDITOR")
+            "devcontainer", "npm", "cp", "sudo", "eval", "$EDITOR", "pip")
 # a command names a target or a verb; "gantry run: error: ..." (a message quoted in prose) is not one
 INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:make|gantry|\.venv/bin/gantry|python3? -m selfplay|selfplay) (?!\S+: )\S")
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
@@ -65,7 +67,8 @@ def doc_commands(path: Path) -> list[Shown]:
     source = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
     text = path.read_text()
     shown = []
-    for language, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
+    fence = r"^[ \t]*```"  # a block may be indented under a list item
+    for language, body in re.findall(fence + r"(\w*)\n(.*?)" + fence, text, flags=re.S | re.M):
         for line in body.replace("\\\n", " ").splitlines():
             command = _command(line)
             if command is None:
@@ -73,8 +76,9 @@ def doc_commands(path: Path) -> list[Shown]:
             first = Shown(source, command).program
             if first in PROGRAMS or language in SHELL_BLOCKS:
                 shown.append(Shown(source, command))
-    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    for span in re.findall(r"`([^`\n]+)`", prose):
+    prose = re.sub(fence + r".*?" + fence, "", text, flags=re.S | re.M)
+    for wrapped in re.findall(r"`([^`]+)`", prose):
+        span = re.sub(r"\s*\n\s*", " ", wrapped)  # a command the paragraph wrapped onto its next line
         if INLINE.match(span) and (command := _command(span)) is not None:
             shown.append(Shown(source, command))
     return shown
@@ -111,6 +115,15 @@ class Proven:
                    for n in ast.walk(tree))
 
 
+@dataclass(frozen=True)
+class Costly:
+    """Too costly for CI (a 5 GB CUDA build, a GPU): `script` runs it where it can, for `reason`. Keep this list short:
+    every command here is one CI does not prove."""
+
+    reason: str
+    script: str
+
+
 LOCAL = Here("test_the_local_journey_runs_through_make")
 MAKE_HELP = Here("test_make_help_and_help_all")
 VERB_HELP = Here("test_every_verb_answers_help_through_its_command_line")
@@ -132,10 +145,13 @@ DISTRIBUTED = Proven("tests/integration/test_distributed.py::test_two_nodes_trai
 STANDIN = Proven("tests/infra/test_standin_plan.py::test_root_module_terraform_test_suite_passes")
 
 # (pattern over Shown.command, what runs it): the first that matches counts. Every rule must match some command.
-RULES: list[tuple[str, Here | Proven]] = [
+RULES: list[tuple[str, Here | Proven | Costly]] = [
+    # a ladder over every checkpoint (bench/RESULTS.md): a run with two or more, laddered through selfplay arena
+    (r"^make arena RUN_DIR=\S+ 'ARGS=--every-checkpoint ", Proven(
+        "tests/integration/test_arena_cli.py::test_arena_on_a_freshly_trained_run_prints_the_ladder_and_writes_the_record")),
     # make help's local targets and the README's local block: a tiny Connect Four run, then its grades
     (r"^make (train-local|eval|arena|plot|tensorboard)( '?(CONFIG|RUN_DIR|ARGS)=.*)?$", LOCAL),
-    (r"^make train-local TORCH_SPEC=", Proven("tests/unit/test_make_venv.py::"  # and the install itself:
+    (r"^make (train-local|install-dev) TORCH_SPEC=", Proven("tests/unit/test_make_venv.py::"  # and the install itself:
                                               "test_a_torch_spec_other_than_the_venvs_installs_torch_again")),
     # tests/docker/test_torch_pins.py::test_torch_spec_is_the_users_choice_installed_as_given
     (r"^make (help|help-all)$", MAKE_HELP),
@@ -149,8 +165,8 @@ RULES: list[tuple[str, Here | Proven]] = [
     # Google's: against the stand-ins (tests/launcher: the real CLI, fake Compute and Google APIs) or the node twin,
     # which runs the README's two cloud blocks as they stand (node_twin.readme_walkthrough)
     (r"^make cost$", Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud")),
-    (r"^make cost ARGS=--trc$", Proven(f"{LAUNCHER}/test_launcher_cost.py::"
-                                        "test_trc_says_free_and_still_shows_the_list_price")),
+    (r"^make cost ARGS=--trc$", Proven(f"{LAUNCHER}/test_launcher_cli.py::"
+                                        "test_cost_trc_calls_a_tpu_free_through_the_command_line_and_still_shows_its_list_price")),
     (r"^make preflight$", Proven(f"{LAUNCHER}/test_launcher_cli.py::"
                                  "test_make_shows_gantrys_status_and_the_console_script_returns_it")),
     (r"^make apply$", Proven(f"{LAUNCHER}/test_launcher_apply.py::"
@@ -199,10 +215,9 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
                                    "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
     (r"^make devcontainer( .*)?$", DEVCONTAINER_RUN),
-    # builds the 5.4 GB CUDA image, which CI does not (tests/docker/test_cuda_image.py says why); its checks skip
-    # where the image is absent
-    (r"^make test-cuda-image$", Proven("tests/docker/test_cuda_image.py::"
-                                       "test_on_a_host_without_a_gpu_the_cuda_image_says_so_in_one_line_and_fails")),
+    (r"^make test-cuda-image$", Costly("builds the 5.4 GB CUDA image (269 s and 5 GB of CI's disk); its checks, "
+                                       "tests/docker/test_cuda_image.py, skip where the image is absent",
+                                       "make test-cuda-image, and scripts/gpu_check.py on a GPU machine")),
     # the maintainers' targets the docs name
     (r"^make (infra-check|infra-checkov-venv|infra-render)$", Proven("tests/infra/test_infra_static.py::"
                                                                      "test_provider_free_module_tests_pass")),
@@ -216,7 +231,10 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^python -m selfplay ([a-z]+|VERB ...)$", VERB_HELP),  # VERB: each of them
     (r"^python -m selfplay check", CHECK),
     (r"^(\S+=\S+ )*python -m selfplay launch", DISTRIBUTED),
-    (r"^selfplay [a-z/]+( --config)?$", VERB_HELP),
+    (r"^selfplay [a-z/]+( --config| --help)?$", VERB_HELP),
+    # the benchmark records' grading and audit commands (bench/*.md): each flag one eval's parser has; the verb's real
+    # run is make eval's (VERB_RUNS)
+    (r"^(python -m )?selfplay eval --", Here("test_every_flag_of_a_shown_selfplay_eval_is_one_eval_takes")),
     (r"^selfplay eval --precision int8$", Proven("tests/integration/test_train_cli.py::"
                                                  "test_connect4_training_evaluates_periodically_and_eval_cli_grades_the_checkpoint")),
     (r"^gantry build --ca-cert", Proven("tests/docker/test_images.py::test_missing_certificate_is_named")),
@@ -249,16 +267,32 @@ RULES: list[tuple[str, Here | Proven]] = [
     (r"^docker run -d ", TWO_CONTAINERS),
     (r"docker compose ", Proven("tests/docker/test_dockerfiles.py::test_compose_file_is_valid_for_docker_compose")),
     (r"^(npm install -g @devcontainers/cli|devcontainer )", DEVCONTAINER),
+    # an example's own README: its local run, in the project's image (what a machine with its requirements is)
+    (r"^pip install -r requirements\.txt$|^python scripts/train_multi_gpu\.py ", RUN_LOCAL),
 ]
 
 
-def rule_of(shown: Shown) -> tuple[str, Here | Proven] | None:
+def proofs() -> dict[str, str]:
+    """Each test named as a shown command's proof (tests/PATH.py::test_name) -> the commands it proves, for the verdict
+    at the end of the whole suite (tests/shown_proof.py): that test must have run and passed."""
+    proved: dict[str, list[str]] = {}
+    checks = [(f"{s.command} ({s.source})", rule[1]) for s in all_shown() if (rule := rule_of(s)) is not None]
+    checks += [(f"{verb} (its real run)", check) for verb, check in VERB_RUNS.items()]
+    for what, check in checks:
+        node = {Here: lambda c: f"tests/unit/test_shown_commands.py::{c.test}",
+                Proven: lambda c: c.node}.get(type(check), lambda c: None)(check)
+        if node is not None:
+            proved.setdefault(node, []).append(what)
+    return {node: "; ".join(dict.fromkeys(shown)) for node, shown in proved.items()}
+
+
+def rule_of(shown: Shown) -> tuple[str, Here | Proven | Costly] | None:
     return next(((pattern, check) for pattern, check in RULES if re.search(pattern, shown.command)), None)
 
 
 # Each verb's real run, beside its --help (test_every_verb_answers_help_...): gantry's against the stand-ins, selfplay's
 # in the local journey here. test_shown_commands.py checks that every verb has one.
-VERB_RUNS: dict[str, Here | Proven] = {
+VERB_RUNS: dict[str, Here | Proven | Costly] = {
     "gantry run-local": RUN_LOCAL,
     "gantry preflight": Proven(f"{LAUNCHER}/test_launcher_preflight.py::test_ready_cpu_deployment_passes_and_prints_cost"),
     "gantry cost": Proven(f"{LAUNCHER}/test_launcher_cli.py::test_cost_needs_no_cloud"),

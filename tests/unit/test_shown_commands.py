@@ -245,6 +245,22 @@ def test_every_verb_answers_help_through_its_command_line(program, verb):
     assert shown.stdout.startswith(f"usage: {program} {verb}".rstrip()), shown.stdout[:200]
 
 
+EVAL_SHOWN = [s for s in SHOWN if re.match(r"^(python -m )?selfplay eval --", s.command)]
+
+
+@pytest.mark.parametrize("shown", EVAL_SHOWN, ids=ids(EVAL_SHOWN))
+def test_every_flag_of_a_shown_selfplay_eval_is_one_eval_takes(shown):
+    """The benchmark records grade and audit runs with `selfplay eval` flags (bench/RESULTS.md): a reader who retypes
+    one finds each flag in today's eval."""
+    from selfplay.__main__ import build_parser
+
+    parser = build_parser()
+    (eval_parser,) = [action.choices["eval"] for action in parser._subparsers._group_actions]
+    takes = {option for action in eval_parser._actions for option in action.option_strings}
+    flags = [word.split("=")[0] for word in shown.words if word.startswith("--")]
+    assert flags and set(flags) <= takes, f"{shown.source}: {shown.command}: eval takes no {set(flags) - takes}"
+
+
 def test_selfplay_check_accepts_the_default_config():
     checked = subprocess.run([sys.executable, "-m", "selfplay", "check", "--config", "connect4"], capture_output=True,
                              text=True, timeout=60, check=False, cwd=ROOT)
@@ -258,7 +274,9 @@ def _local_command(shown: Shown, runs: Path) -> tuple[str, list[str]]:
     """The shown make command with its run folder under `runs` and the smallest input appended to its ARGS."""
     _, words = make_words(shown)
     target, settings = words[0], dict(w.split("=", 1) for w in words[1:])
-    settings["RUN_DIR"] = str(runs / Path(settings.get("RUN_DIR", "runs/local")).name)
+    shown_dir = settings.get("RUN_DIR", "runs/local")
+    shown_dir = "runs/local" if shown_dir == "RUN" else shown_dir  # a placeholder for your run: the journey's
+    settings["RUN_DIR"] = str(runs / Path(shown_dir).name)
     settings["ARGS"] = f"{settings.get('ARGS', '')} {SMALL_ARGS[target]}".strip()
     return target, [target, *(f"{k}={v}" for k, v in settings.items())]
 
@@ -305,3 +323,43 @@ def test_the_local_journey_runs_through_make(tmp_path):
         expected = {"train-local": r"^checkpoint \S+ckpt-\d+\.pt \(final\)$", "eval": r"^Begin-Easy ",
                     "arena": r"^arena record written to ", "plot": r"^wrote \S+progress\.svg$"}[target]
         assert any(re.search(expected, line) for line in lines), f"{shown.command}\n{ran.stdout[-2000:]}"
+
+
+# ---- proven means ran: the verdict at the end of the whole suite (tests/shown_proof.py) ------------------------------
+
+def test_the_costly_list_is_short_and_names_why_and_what_runs_it():
+    costly = {check for check in [*(c for _, c in table.RULES), *table.VERB_RUNS.values()]
+              if isinstance(check, table.Costly)}
+    assert 0 < len(costly) <= 3, costly
+    for check in costly:
+        assert check.reason and ("make " in check.script or "scripts/" in check.script), check
+
+
+def test_the_verdict_fails_a_proof_that_was_skipped_or_not_collected_and_accepts_a_missing_engine(monkeypatch):
+    import shown_proof
+
+    proofs = {"tests/a.py::test_ran": "make a (README.md)", "tests/a.py::test_skipped": "make b (README.md)",
+              "tests/a.py::test_no_engine": "make c (docs/DOCKER.md)", "tests/a.py::test_gone": "make d (README.md)",
+              "tests/a.py::test_param": "make e (README.md)", "tests/a.py::test_one_passed": "make f (README.md)"}
+    monkeypatch.setattr(table, "proofs", lambda: proofs)
+    verdict = shown_proof.ShownProof(config=None)
+    verdict.collected = {"tests/a.py::test_ran", "tests/a.py::test_skipped", "tests/a.py::test_no_engine",
+                         "tests/a.py::test_param[1]", "tests/a.py::test_param[2]", "tests/a.py::test_one_passed[1]",
+                         "tests/a.py::test_one_passed[2]"}
+    verdict.outcomes = {"tests/a.py::test_ran": ("passed", ""), "tests/a.py::test_skipped": ("skipped", "slow"),
+                        "tests/a.py::test_no_engine": ("skipped", "no Docker engine answers `docker info`"),
+                        "tests/a.py::test_param[1]": ("skipped", "no Docker engine answers `docker info`"),
+                        "tests/a.py::test_one_passed[1]": ("passed", ""),
+                        "tests/a.py::test_one_passed[2]": ("skipped", "another test runs this case")}
+    assert verdict.problems() == [
+        "tests/a.py::test_gone was not collected; it proves make d (README.md)",
+        "tests/a.py::test_param[2] did not run; it proves make e (README.md)",
+        ("tests/a.py::test_skipped was skipped (slow); it proves make b (README.md). Make it run here, or give the "
+        "command a Costly rule in shown_commands.RULES (why, and the script that runs it)")]
+
+
+def test_every_proof_is_a_test_of_the_suite():
+    """What the verdict will look for: each proof a test id of an existing file (the Here checks: this file's)."""
+    for node in table.proofs():
+        path, _, name = node.partition("::")
+        assert (ROOT / path).is_file() and name.startswith("test_"), node
