@@ -22,7 +22,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT
 PROGRAMS = ("make", "gantry", ".venv/bin/gantry", "python", "python3", "selfplay", "gcloud", "terraform", "docker",
             "devcontainer", "npm", "cp", "sudo", "eval", "$EDITOR", "pip")
 # a command names a target or a verb; "gantry run: error: ..." (a message quoted in prose) is not one
-INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:make|gantry|\.venv/bin/gantry|python3? -m selfplay|selfplay) (?!\S+: )\S")
+INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:make|gantry|\.venv/bin/gantry|python3?|selfplay|docker|terraform|gcloud|pip"
+                    r"|scripts/\S+) (?!\S+: )\S")
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
 
 
@@ -244,7 +245,7 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
     # Google's own CLI (no stand-in runs gcloud): the test of what the command sets up or reads, as gantry meets it
     (r"^gcloud (auth|config set project)", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
                                                   "test_no_credentials_says_how_to_log_in")),
-    (r"^gcloud services enable ", Proven("tests/unit/test_readme.py::test_walkthrough_enables_every_api_infra_needs")),
+    (r"^gcloud services enable( |$)", Proven("tests/unit/test_readme.py::test_walkthrough_enables_every_api_infra_needs")),
     (r"^gcloud compute (project-info|regions) describe ", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
                                                                   "test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it")),
     (r"^gcloud compute instances get-guest-attributes ", Proven(f"{LAUNCHER}/test_launcher_runs.py::"
@@ -262,11 +263,66 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
                                                  "test_clean_teardown_proves_nothing_is_left")),
     (r"corp-root\.crt", Proven("tests/docker/test_images.py::"
                                               "test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates")),
-    (r"^docker build ", Proven("tests/docker/test_cpu_image.py::test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
+    (r"^docker build( |$)", Proven("tests/docker/test_cpu_image.py::test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
     (r"^docker run --rm ", CPU_IMAGE),
     (r"^docker run -d ", TWO_CONTAINERS),
     (r"docker compose ", Proven("tests/docker/test_dockerfiles.py::test_compose_file_is_valid_for_docker_compose")),
     (r"^(npm install -g @devcontainers/cli|devcontainer )", DEVCONTAINER),
+    # ---- the prose's tools: what gantry, the agent and the images run, named where the docs explain them
+    # the agent on a node (the real engine and agent in the node twin): login, pull, run, attach, logs, cp, stop
+    ((r"^docker (attach|logs|cp|pull|login|image inspect)\b|^docker run( \.\.\.| --entrypoint|$)|^docker stop -t (15|25)$"
+     r"|^python3 -m gantry_agent$"), TWIN),
+    (r"^docker stop( -t 60)?$", CPU_IMAGE),  # docs/DOCKER.md: the trainer's checkpoint on docker stop
+    (r"^docker import$", Proven("tests/docker/test_cpu_image.py::"  # make docker-base imports its tree
+                                "test_the_local_base_holds_the_shared_libpython_that_torch_xla_links_against")),
+    (r"^pip (install \.|list)$", Proven("tests/docker/test_cpu_image.py::"  # the image's own install; a program on PATH
+                                        "test_cpu_image_holds_cpu_torch_and_the_trainer_only")),
+    (r"^pip download --no-deps torch==", Proven("tests/docker/test_images.py::"  # a wheel folder the build takes
+                                                "test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates")),
+    (r"^python (train\.py|SCRIPT)$", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
+                                            "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
+    # gantry's own Terraform calls (the real binary on a provider-free module), its refusals and the stand-in's
+    (r"^terraform (init|apply|destroy|output( zone)?|plan -json|show -json)$", Proven(
+        f"{LAUNCHER}/test_launcher_terraform.py::test_init_plan_apply_output_destroy")),
+    (r"^terraform (not found|version)$", Proven(f"{LAUNCHER}/test_launcher_terraform.py::"
+                                                "test_missing_binary_says_how_to_install")),
+    (r"^terraform -chdir=infra init -migrate-state$", Proven(
+        f"{LAUNCHER}/test_launcher_terraform.py::test_a_changed_backend_after_the_first_apply_is_refused_not_forgotten")),
+    (r"^terraform (validate|test)$", STANDIN),
+    (r"^terraform providers schema -json$", Proven("tests/infra/test_standin_schema.py::"
+                                                   "test_extractor_reproduces_the_committed_schema_byte_for_byte")),
+    (r"^terraform fmt -check -recursive infra$", Proven("tests/infra/test_infra_static.py::test_terraform_fmt_is_clean")),
+    (r"^terraform -chdir=infra providers lock ", Costly("asks registry.terraform.io, which CI cannot reach (the google "
+                                                        "provider is not downloadable here)",
+                                                        "by hand, when infra/terraform.tf's google provider pin changes")),
+    (r"^terraform -chdir=infra apply$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                               "test_delete_data_empties_the_bucket_first")),
+    # Google's commands the launcher prints or the docs point to, as the tests meet what they set up or name
+    (r"^gcloud compute images list ", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
+                                             "test_a_retired_gpu_image_family_is_a_blocker_that_lists_the_live_ones")),
+    (r"^gcloud storage rm --recursive ", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                                "test_delete_data_empties_the_bucket_first")),
+    (r"^gcloud compute instances list --filter=labels\.gantry-deployment=", Proven(
+        f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
+    (r"^gcloud ('…'|\.\.\.) delete$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                              "test_everything_a_failed_destroy_left_is_named_with_its_delete_command")),
+    (r"^gcloud compute tpus tpu-vm delete$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
+                                                    "test_leftover_tpu_node_and_queued_resource_are_named_with_their_delete_commands")),
+    (r"^gcloud quotas( preferences create)?$", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
+                                                     "test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it")),
+    (r"^gcloud compute instances describe$", Proven("tests/infra/test_infra_agent_bundle.py::"
+                                                    "test_terraform_ships_the_files_shipped_files_builds")),
+    # the maintainers' scripts and benchmarks
+    (r"^python3 scripts/test_areas\.py$", Here("test_test_areas_sums_a_junit_report_by_area")),
+    (r"^python3 scripts/gpu_check\.py$", Costly("needs an NVIDIA GPU, which CI does not have (make test rehearses its "
+                                                 "train and resume checks on CPUs: tests/unit/test_gpu_check.py)",
+                                                 "scripts/gpu_check.py on a GPU machine")),
+    (r"^python -m bench\.compare ", Proven("tests/unit/test_bench_compare.py::"
+                                           "test_make_compare_prints_what_the_module_does")),
+    (r"^python -m bench\.preemption( |$)", Proven("tests/unit/test_bench_refusals.py::"
+                                                  "test_a_missing_checkpoint_is_refused_in_one_line")),
+    (r"^scripts/xla_venv\.sh --path$|^pip install$", Proven(
+        "tests/integration/test_xla.py::test_the_xla_learner_trains_tictactoe_serving_the_actors_leaves_then_resumes")),
     # an example's own README: its local run, in the project's image (what a machine with its requirements is)
     (r"^pip install -r requirements\.txt$|^python scripts/train_multi_gpu\.py ", RUN_LOCAL),
 ]
