@@ -86,6 +86,7 @@ class RunOutputs:
         self.lock = threading.Lock()  # one copy at a time: a restore, a copy on the timer, the final one
         self.pusher: threading.Thread | None = None
         self.next_push, self.was_running = 0.0, False
+        self.copied_since_run = False  # a final copy took everything since the program last ran: another has nothing
         self.last_line, self.last_line_at = "", None
         self.stats_problem = ""  # why the --stats file gives no numbers, when it never will as it is
         self.live = False  # watch_live has seen output: it, not the followers' lagging whole lines, sets last_line
@@ -171,7 +172,7 @@ class RunOutputs:
         if not self.folders:
             return
         if status == "running":
-            self.was_running = True
+            self.was_running, self.copied_since_run = True, False
             if now >= self.next_push:
                 self.push_soon(f"every {self.spec.sync_seconds} s")
         elif self.was_running:
@@ -186,13 +187,14 @@ class RunOutputs:
         self.pusher = threading.Thread(target=self.push, args=(why,), daemon=True)
         self.pusher.start()
 
-    def push(self, why: str, deadline: float | None = None) -> None:
-        """Copy what changed in each folder. A refusal is one line, and the folder is tried again at the next turn:
-        a copy never ends the run."""
+    def push(self, why: str, deadline: float | None = None) -> bool:
+        """Copy what changed in each folder; True when all of it was copied. A refusal is one line, and the folder is
+        tried again at the next turn: a copy never ends the run."""
         wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
         if not self.lock.acquire(timeout=wait):
             self.log(f"no {why} of the --sync folders: an earlier copy is still under way")
-            return
+            return False
+        complete = True
         try:
             for folder in self.folders:
                 try:
@@ -200,23 +202,26 @@ class RunOutputs:
                 except (StorageError, MetadataError, OSError) as exc:
                     self.log(f"could not copy {folder.local} to {folder.url} ({why}): {exc}; "
                              f"trying again in {self.spec.sync_seconds} s")
+                    complete = False
                     continue
+                complete = complete and not left
                 if copied or left:
                     self.log(f"copied {copied} files from {folder.local} to {folder.url} ({why})"
                              + (f"; {left} not copied: out of time" if left else ""))
         finally:
             self.lock.release()
+        return complete
 
     def final(self, deadline: float | None = None) -> None:
         """The copy after a stop: waits for a copy under way, then copies what changed since; at a shutdown (Spot
         preemption) only until ``deadline`` (monotonic)."""
         self.was_running = False
-        if not self.folders:
+        if not self.folders or self.copied_since_run:  # a stop's copy, then the launch's end: nothing ran between
             return
         started = time.monotonic()
         if self.pusher:
             self.pusher.join(None if deadline is None else max(0.0, deadline - started))
-        self.push("final copy", deadline)
+        self.copied_since_run = self.push("final copy", deadline)
         self.log(f"final copy of the --sync folders done in {time.monotonic() - started:.1f} s")
 
 

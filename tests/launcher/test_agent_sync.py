@@ -161,6 +161,27 @@ def test_a_final_copy_out_of_time_leaves_the_rest_for_the_copies_before(tmp_path
     assert "copied 0 files" in lines[-2] and lines[-2].endswith("; 1 not copied: out of time")
 
 
+def test_the_final_copy_is_made_once_a_stop_until_the_program_runs_again(tmp_path):
+    """make stop: the stop's final copy, then the launch's end asks for one again; nothing ran between, so nothing
+    is copied or said twice. A copy that ran out of time is not the last: the next final copy takes the rest."""
+    lines = []
+    spec = command_spec(f"file://{tmp_path}/bucket/runs/r1", sync=("ckpt",))
+    outputs = RunOutputs(spec, str(tmp_path / "run"), None, lambda: "", "", lines.append)
+    outputs.restore()
+    write(local_folder(str(tmp_path / "run"), "ckpt") + "/late.pt", "x")
+    outputs.final(deadline=time.monotonic() - 1)  # out of time: late.pt left
+    outputs.final()
+    assert (tmp_path / "bucket/runs/r1/sync/node-1/ckpt/late.pt").read_text() == "x"
+    said = len(lines)
+    outputs.final()  # the launch's end after the stop
+    assert len(lines) == said
+    outputs.observe("running", time.monotonic())  # restarted: its next stop copies again
+    write(local_folder(str(tmp_path / "run"), "ckpt") + "/later.pt", "y")
+    outputs.final()
+    assert (tmp_path / "bucket/runs/r1/sync/node-1/ckpt/later.pt").read_text() == "y"
+    assert lines[-1].startswith("final copy of the --sync folders done in ")
+
+
 def test_a_stats_file_in_a_sync_folder_is_read_on_the_host_and_its_step_and_numbers_reported(tmp_path):
     spec = command_spec("", sync=("out",), stats_file="out/stats.jsonl")
     outputs = RunOutputs(spec, str(tmp_path), None, lambda: "", "", print)  # no docker: never asked
