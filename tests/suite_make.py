@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from checkout import REPO as ROOT
+
 SUITE_VENV = Path(sys.executable).parent.parent
 MAKE = ["make", "--no-print-directory", "-C", str(ROOT), "-o", f"{SUITE_VENV}/.installed",
         "-o", f"{SUITE_VENV}/.installed-dev", f"VENV={SUITE_VENV}"]

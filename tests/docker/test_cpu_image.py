@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 from docker_helpers import checkpoints, docker, free_port, logs, runs_dir, trained_checkpoints, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -22,7 +23,6 @@ TICTACTOE = ["--config", "tictactoe", "--actors.count=1", "--eval.every_minutes=
              "--run.checkpoint_every_minutes=0.05", "--run.log_every_seconds=1"]
 
 
-REPO = Path(__file__).resolve().parents[2]
 FINISHED = re.compile(r"rank (\d+) finished at step (\d+), weights checksum (-?[\d.]+)")
 
 

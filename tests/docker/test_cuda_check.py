@@ -7,11 +7,11 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout import REPO
 
-CHECK = Path(__file__).resolve().parents[2] / "docker" / "cuda_check.py"
+CHECK = REPO / "docker" / "cuda_check.py"
 
 
 @pytest.fixture(scope="module")

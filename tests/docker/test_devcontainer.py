@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 from docker_helpers import docker
 
 # A marker, not a check in the test: the session's cpu_image fixture would build the image (minutes)
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow,
                                  reason="the Dev Containers CLI is not installed (scripts/ci-setup.d/"
                                         "30-devcontainer-cli.sh installs @devcontainers/cli from npm)")]
 
-REPO = Path(__file__).resolve().parents[2]
 DEV_UID = 1000  # the image's `trainer`
 INSIDE = "tests/unit tests/integration"  # the trainer's suites (their slow tests excluded by test-fast)
 SUMMARY = re.compile(r"^=+ (.*\d+ passed.*) in [\d.]+s.*=+$", re.MULTILINE)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from checkout import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.tpu"]  # CPU and CUDA by FLAVOUR; TPU
 # The dev container's layer on top of the CPU image (.devcontainer/; run for real in test_devcontainer.py).
 DEV_DOCKERFILE = REPO / ".devcontainer" / "Dockerfile"

@@ -9,9 +9,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
+from checkout import REPO
 from docker_helpers import docker
 from gantry import images
 from gantry.errors import ConfigError
@@ -19,7 +19,6 @@ from gantry.errors import ConfigError
 # use_gpu is read from tfvars through the terraform binary: skip, not fail, where there is none (the dev container)
 needs_terraform = pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform binary not on PATH (CI installs it)")
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_image_defaults_to_cpu_without_tfvars(tmp_path):

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 from docker_helpers import docker
 from gantry import images, project_build, project_dockerfile
 from gantry.errors import GantryError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chess_selfplay"
+EXAMPLE = REPO / "examples" / "chess_selfplay"
 SCRIPT = "scripts/train_multi_gpu.py"
 VERSIONS = "import chess, torch; print(chess.__version__, torch.__version__, torch.version.cuda)"
 

@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from checkout import REPO
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 from selfplay.hardware import xla_requirements
 
 pytestmark = pytest.mark.index
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 10
 DOCKERFILES = sorted((REPO / "docker").glob("Dockerfile.*"))
 PEP691 = "application/vnd.pypi.simple.v1+json"

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
 MODULES = INFRA / "modules"
 PROVIDER_FREE_MODULES = ("node_shape", "startup_script")

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tools" / "tf-standin"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # A project id that passes infra/'s validation and is plainly not a real project.

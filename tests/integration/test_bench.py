@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import REPO as ROOT
 from selfplay import checkpoint
 from selfplay.config_io import load, resolve_config
 from selfplay.stats import ACTOR_NET_KEY
@@ -16,7 +17,6 @@ from bench.compare import pace_summary
 from bench.run import window_summary
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_bench_writes_throughput_json():

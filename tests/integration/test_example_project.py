@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from checkout import REPO
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chess_selfplay"
+EXAMPLE = REPO / "examples" / "chess_selfplay"
 KIT_SECTION = "## Running it on the kit"  # the README's one part about the kit, which the kit's commands fill
 KIT_NAMES = re.compile(r"gantry|launch_contract|\bselfplay\b", re.IGNORECASE)  # GANTRY_* included
 KIT_MODULES = {"gantry", "gantry_agent", "launch_contract", "selfplay", "toytrain"}

@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from checkout import REPO
 from selfplay.record_keys import END_KIND, eval_key
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 from train_helpers import records, wait_for_steps
@@ -126,7 +126,7 @@ def test_run_device_cuda_without_cuda_is_refused_before_the_run_folder_exists(tm
         "selfplay: error: run.device=cuda but CUDA cannot run a kernel here: check `nvidia-smi`, or use run.device=cpu"]
     assert not run.exists()  # no folder and no stats.jsonl of a run that never started
     # the first line says which config and which run dir: a misspelt make CONFIG= or RUN_DIR= shows here
-    config = Path(__file__).parents[2] / "packages" / "selfplay" / "configs" / "tictactoe.yaml"
+    config = REPO / "packages" / "selfplay" / "configs" / "tictactoe.yaml"
     assert result.stdout.splitlines()[0] == f"config {config} (tictactoe), run dir {run}"
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from checkout import REPO as ROOT
 from selfplay.checkpoint import load
 from train_helpers import records
 
-ROOT = Path(__file__).resolve().parents[2]
 # tiny budgets: a few learner steps after a 128-position buffer
 # fp32 actors: actors.inference=auto then serves their leaves from the XLA device on every CPU (with bf16 it would
 # leave them on the actor's core, hardware.leaves_served_by_learner)

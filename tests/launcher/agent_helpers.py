@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from checkout import REPO
 from launch_contract import RunSpec
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 PACKAGES = REPO / "packages"  # where `-m gantry_agent` finds the package and the launch contract, as on a VM
 FAKE_DOCKER = HERE / "fake_docker.py"
 STUB_TRAINER = HERE / "stub_trainer.py"

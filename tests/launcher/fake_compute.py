@@ -41,9 +41,10 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from checkout import REPO
 from loopback import LoopbackServer
 
-IMAGE_FAMILIES = Path(__file__).resolve().parents[2] / "tools" / "tf-standin" / "image_families.json"
+IMAGE_FAMILIES = REPO / "tools" / "tf-standin" / "image_families.json"
 
 API = "/compute/v1"
 SELF_LINK_ROOT = "https://www.googleapis.com/compute/v1"

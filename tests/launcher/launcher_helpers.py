@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 
 FIXTURE_MODULE = Path(__file__).parent / "fixtures" / "module"
-REPO = Path(__file__).resolve().parents[2]
 
 needs_terraform = pytest.mark.skipif(shutil.which("terraform") is None,
                                      reason="terraform binary not on PATH (CI installs it)")

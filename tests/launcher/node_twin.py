@@ -29,10 +29,10 @@ import gcsfs
 from gcs_server import GcsServer, gcs_server
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "infra"))  # the renderer tests/infra uses
+from checkout import REPO
 from gantry_agent import shipped_files
 from infra_tools import render_startup_script
 
-REPO = Path(__file__).resolve().parents[2]
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 SYSTEM_PATHS = ("/opt/gantry", "/etc/gantry", "/var/log/gantry-agent.log")
 

@@ -3,14 +3,13 @@ infra/variables.tf (the real terraform binary), with one-line errors that name t
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
+from checkout import REPO
 from gantry import config
 from gantry.errors import ConfigError
 from launcher_helpers import needs_terraform
 
-REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
 # gantry reads infra/ through the terraform binary: skip, not fail, where there is none (the dev container)
 pytestmark = [pytest.mark.terraform, needs_terraform]

@@ -1,7 +1,6 @@
 """The price table reproduces the list prices it was derived from; estimates add up."""
 
 import json
-from pathlib import Path
 
 import pytest
 from gantry import cost
@@ -122,7 +121,7 @@ def test_unknown_tpu_type_is_a_note_not_a_crash():
 def test_tpu_table_carries_source_date_and_covers_every_type_infra_offers():
     tpus = cost.load_prices()["tpus"]
     assert tpus["source"].startswith("https://cloud.google.com/tpu/pricing") and tpus["date"] and tpus["assumptions"]
-    zones = json.loads((Path(__file__).resolve().parents[2] / "infra" / "tpu_zones.json").read_text())["zones"]
+    zones = json.loads((REPO / "infra" / "tpu_zones.json").read_text())["zones"]
     assert set(tpus["types"]) == set(zones), "price every TPU type infra/tpu_zones.json offers"
     for shape in tpus["types"].values():
         rates = tpus["generations"][shape["generation"]]

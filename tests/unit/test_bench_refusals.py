@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from checkout import REPO as ROOT
 from selfplay import checkpoint
 from selfplay.config import Config, LearnerConfig
 from selfplay.games import make_game
 from selfplay.replay import ReplayBuffer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_env() -> dict[str, str]:

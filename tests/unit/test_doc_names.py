@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 
 import pytest
+from checkout import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "bench/RESULTS.md", *sorted((ROOT / "docs").glob("*.md"))]
 PACKAGES = ("selfplay", "gantry", "gantry_agent", "launch_contract", "toytrain")
 NAME = re.compile(rf"`((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)`")

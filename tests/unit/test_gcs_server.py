@@ -4,12 +4,12 @@ when the block ends, and the docs name the version the wheel bundles."""
 import json
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
+from checkout import REPO
 from gcs_server import gcs_server, version
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = REPO / "docs"
 
 
 def test_the_server_holds_what_a_client_wrote_and_is_gone_after_the_block():

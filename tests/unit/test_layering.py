@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 
-PACKAGES = Path(__file__).resolve().parents[2] / "packages"
+PACKAGES = REPO / "packages"
 CONTRACT = PACKAGES / "launch_contract.py"
 
 

@@ -7,11 +7,10 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from checkout import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 MAKEFILES = [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))]
 USER_GROUPS = ("HELP_LOCAL", "HELP_CLOUD", "HELP_DEVELOPMENT")
 

@@ -7,12 +7,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from checkout import REPO as ROOT
 from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, picture_path, plot
 from selfplay.record_keys import eval_key
 from selfplay.stats import EVAL_MINUTE, EVAL_STEP
 from test_readme import BENCH_RESULT
 
-ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from checkout import REPO as ROOT
 
 
 def test_pytest_without_xdist_collects_and_passes_a_test_file():

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
+from checkout import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_README_BYTES = 15 * 1024
 WALKTHROUGH_MARKER = "<!-- walkthrough: the node twin runs this block -->"
