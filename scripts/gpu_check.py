@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             problem = body(entry)
         except RuntimeError as error:
             problem = str(error)
+        except Exception as error:  # noqa: BLE001 (a check that breaks is a failed check: the JSON still comes out)
+            problem = f"{type(error).__name__}: {error}"
         entry.update(ok=problem is None, seconds=round(time.monotonic() - began, 1))
         if problem:
             entry["problem"] = problem
