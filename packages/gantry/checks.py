@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+QUOTA_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"  # where a quota is raised
 
 
 @dataclass

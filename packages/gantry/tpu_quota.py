@@ -18,12 +18,11 @@ chips or TensorCores for v4, chips for v5e), so only a zero is a blocker; less t
 
 from __future__ import annotations
 
-from gantry.checks import FAIL, OK, WARN
+from gantry.checks import FAIL, OK, QUOTA_CONSOLE, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
 
 SERVICE = "cloudquotas"
-QUOTA_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
 # tpu_type's generation (the name before its last -N) -> (quota ID prefix, a word the ID must hold, a word it must not)
 GENERATIONS = {
     "v2": ("TPUV2s", "", "Pod"),  # single devices: the Pod quotas do not cover a v2-8
