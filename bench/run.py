@@ -15,7 +15,8 @@ on a 2-core machine like ours: 97 simulations/s per core with its default 512-ch
 1,274/s with a 64-channel one (batch-1 network calls). The whole-machine pace is priced per million positions
 as the C4 of as many vCPUs, beside the paces recorded for other shapes (per_dollar.py).
 
-One file of ~550 lines on purpose: measure() calls each case top to bottom, as the JSON lists them.
+measure() calls each case top to bottom, as the JSON lists them: the cases are bench/cases.py's, the grading and the
+tables bench/grading.py's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -32,318 +32,38 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np
 import torch
 from gantry.errors import GantryError
-from selfplay import arena, checkpoint, evaluate, perfect_play, players, plot
-from selfplay.actors import SelfPlayWorker
+from selfplay import arena, checkpoint, perfect_play, plot
 from selfplay.config import EvalConfig
-from selfplay.config_io import load, resolve_config
-from selfplay.distributed import DistInfo
-from selfplay.elo import wilson
 from selfplay.errors import ExitStatus
-from selfplay.games import make_game
-from selfplay.hardware import Precision, cpu_has_native_bf16, inference_dtype, pick_precision
-from selfplay.inference import NetworkEvaluator, actor_dtype, runs_int8
-from selfplay.learner import Learner
-from selfplay.model import build_model, count_parameters
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
-from selfplay.record_keys import STATS_FILE, TRAIN_KIND
-from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY, read_records
+from selfplay.record_keys import STATS_FILE
 
 from bench import per_dollar
+from bench.cases import (
+    AVX2_ONLY_ENV,
+    fp32_isa,
+    inference_placement,
+    learner_throughput,
+    machine,
+    rank_scaling,
+    selfplay_throughput,
+    shipped_case,
+    timed_training,
+)
 from bench.compare import pace_summary
+from bench.grading import (
+    AZG_30MIN_MCTS_WEAK_AMX_XEON,
+    TARGET_30MIN_MCTS_WEAK,
+    error_table,
+    grade_run,
+    table,
+    window_summary,
+)
 
-AZG_SIMS_PER_S = {"default-512ch": 97.0, "64ch": 1274.0}
-# alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
-# per Pons set (bench/REFERENCE.md says how each was measured), on the two CPU kinds: AZG_30MIN_MCTS_WEAK (selfplay.plot,
-# whose progress pictures draw it too), side by side with Gantry on a 2-core AVX2-only EPYC (fp32), and this, side
-# by side on a 2-core Intel Xeon with AMX (2026-11-26). The target (#37) is a quarter of the lower of the two.
-AZG_30MIN_MCTS_WEAK_AMX_XEON = {
-    "End-Easy": 0.156, "Middle-Easy": 0.180, "Middle-Medium": 0.281, "Begin-Easy": 0.132, "Begin-Medium": 0.172,
-    "Begin-Hard": 0.346}
-TARGET_30MIN_MCTS_WEAK = {k: min(v, AZG_30MIN_MCTS_WEAK_AMX_XEON[k]) / 4 for k, v in AZG_30MIN_MCTS_WEAK.items()}
 RESULTS = Path(__file__).parent / "results"
 ARENA_BASELINES = EvalConfig.arena_baselines  # the periodic arena's: fast enough to meet every checkpoint
-
-
-def machine() -> dict:
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor())
-    flags = next((ln.split(":", 1)[1].split() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("flags")), [])
-    # what decides the network's speed: fp32 on AVX2/AVX-512, bf16 only with avx512_bf16 or AMX
-    vector = [f for f in flags if f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")]
-    return {"cpu": model, "cores": os.cpu_count(), "cpu_flags": vector, "torch": torch.__version__,
-            "python": platform.python_version(), "inference_dtype": str(inference_dtype()).replace("torch.", ""),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-
-
-def selfplay_throughput(channels: int, blocks: int, games: int, sims: int, seconds: float,
-                        full_fraction: float = 1.0, dtype: torch.dtype | None | str = "auto",
-                        runtime: str = "auto") -> dict:
-    """One actor's loop (search + play + sample bookkeeping) on one core, against its forward-only limit.
-
-    ``full_fraction`` < 1 is playout-cap randomisation as the connect4 config sets it (fast searches at
-    search.fast_simulations): fewer simulations a move, smaller batches once the fast searches are done."""
-    game = make_game("connect4")
-    cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--actors.games={games}",
-                      f"--search.simulations={sims}", f"--search.full_search_fraction={full_fraction}",
-                      f"--search.fast_simulations={load(resolve_config('connect4')).search.fast_simulations}"])
-    model = build_model(game, channels, blocks).eval()
-    # what an actor runs: "auto" is the CPU's own choice (int8 on VNNI without AMX), explicit cases are themselves
-    int8 = runtime == "int8" or (dtype == "auto" and runs_int8("auto", runtime))
-    dtype = actor_dtype("auto", runtime) if dtype == "auto" else dtype
-    ev = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)
-    worker = SelfPlayWorker(game, ev, cfg, np.random.default_rng(0))
-    for _ in range(3):  # warm up past the first moves and oneDNN's first-call setup
-        worker.step(0)
-    ev.refresh(model)  # as an actor does when weights arrive: int8 quantizes here, on the positions just evaluated
-    ev.seconds, ev.positions, ev.calls = 0.0, 0, 0
-    moves0, sims0 = worker.moves, worker.simulations
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        worker.step(0)
-    wall = time.perf_counter() - start
-    # the same network and batch, forward passes only: the ceiling for simulations/s
-    planes = game.encode(worker.states)
-    ev_only = NetworkEvaluator(model, dtype, "onnxruntime" if int8 else runtime, int8=int8)
-    for _ in range(3):
-        ev_only(planes)
-    ev_only.refresh(model)
-    n = 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < min(5.0, seconds / 2):
-        ev_only(planes)
-        n += 1
-    forward_limit = n * len(planes) / (time.perf_counter() - t0)
-    sims_per_s = (worker.simulations - sims0) / wall
-    return {
-        "net": f"{channels}x{blocks}", "parameters": count_parameters(model), "games_per_actor": games,
-        "precision": "int8" if int8 else str(dtype or "fp32").replace("torch.", ""), "runtime": ev.runtime,
-        "simulations_per_move": sims, "full_search_fraction": full_fraction, "seconds": round(wall, 1),
-        "positions_per_s": (worker.moves - moves0) / wall,
-        "simulations_per_s": sims_per_s,
-        "network_evals_per_s": ev.positions / wall,
-        "mean_batch": ev.positions / max(1, ev.calls),
-        "outside_forward_share": 1 - ev.seconds / wall,
-        "forward_only_evals_per_s": forward_limit,
-        "sims_vs_forward_limit": sims_per_s / forward_limit,
-        "vs_azg_default_512ch": sims_per_s / AZG_SIMS_PER_S["default-512ch"],
-        "vs_azg_64ch": sims_per_s / AZG_SIMS_PER_S["64ch"],
-    }
-
-
-# What an AVX2-only CPU (no AVX-512, no bf16) runs, on this one: ATen's kernels, oneDNN's convolutions and
-# MKL's GEMMs held to AVX2. An emulation (same caches, clocks and core), not a measurement on such a CPU.
-AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
-
-
-# Self-play cases of a CPU without bf16: (kernels, runtime); "int8" is ONNX Runtime's int8 graph (actors.precision=int8).
-# ONNX Runtime picks its kernels from CPUID and ignores AVX2_ONLY_ENV, so it is measured natively only: on an
-# AVX2-only CPU those are the AVX2 rows.
-FP32_CASES = (("native", "torch"), ("native", "onnxruntime"), ("native", "int8"), ("avx2", "torch"))
-
-
-def fp32_isa(seconds: float, quick: bool) -> list[dict]:
-    """Self-play without bf16 on one core, with this CPU's own instructions and held to AVX2, in eager torch and in
-    ONNX Runtime (fp32 and int8): what an AVX2-only CPU's actors run. Each case in a fresh process (the ISA is fixed
-    when torch loads), twice, interleaved; once under --quick, a smoke run of the path."""
-    runs = []
-    for isa, runtime in FP32_CASES * (1 if quick else 2):
-        out = subprocess.run([sys.executable, "-m", "bench.run", "--fp32-case", str(seconds), "--fp32-runtime", runtime,
-                              *(["--quick"] if quick else [])],
-                             env={**os.environ, **(AVX2_ONLY_ENV if isa == "avx2" else {})},
-                             capture_output=True, text=True, check=True)
-        runs.append({"isa": isa, "case": runtime, **json.loads(out.stdout.splitlines()[-1])})
-    rows = []
-    for isa, runtime in FP32_CASES:
-        mine = [r for r in runs if r["isa"] == isa and r["case"] == runtime]
-        # the child's own figures (what it ran, ratios to alpha-zero-general included), averaged over its runs
-        rows.append({"isa": isa, "runtime": mine[0]["runtime"], "precision": mine[0]["precision"],
-                     "cpu_capability": mine[0]["cpu_capability"], "net": mine[0]["net"],
-                     **{k: float(np.mean([r[k] for r in mine])) for k in
-                        ("simulations_per_s", "forward_only_evals_per_s", "vs_azg_default_512ch", "vs_azg_64ch")}})
-    return rows
-
-
-def shipped_case() -> tuple[int, int, int, int, float]:
-    """make train-local's self-play as connect4.yaml ships it: (channels, blocks, games, simulations, full share)."""
-    cfg = load(resolve_config("connect4"))
-    return (cfg.model.channels, cfg.model.blocks, cfg.actors.games, cfg.search.simulations,
-            cfg.search.full_search_fraction)
-
-
-def learner_throughput(channels: int, blocks: int, batch: int, seconds: float) -> dict:
-    game = make_game("connect4")
-    cfg = load(None, [f"--model.channels={channels}", f"--model.blocks={blocks}", f"--learner.batch_size={batch}",
-                      f"--learner.min_replay={batch}"])
-    precision = pick_precision(torch.device("cpu"))
-    out = {"net": f"{channels}x{blocks}", "batch": batch}
-    for name, p in (("auto", precision), ("fp32", Precision(torch.device("cpu"), None, False))):
-        learner = Learner(cfg, game, p, DistInfo(), 0)
-        rng = np.random.default_rng(0)
-        states = game.initial_states(batch)  # a step costs the same whatever the positions hold
-        policy = rng.dirichlet(np.ones(7), size=batch).astype(np.float32)
-        b = {"states": states, "policy": policy, "z": np.zeros(batch, np.float32), "q": np.zeros(batch, np.float32)}
-        learner.step(b)
-        steps, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            learner.step(b)
-            steps += 1
-        out[f"samples_per_s_{name}"] = steps * batch / (time.perf_counter() - t0)
-        out[f"precision_{name}"] = p.describe()
-    return out
-
-
-def timed_training(config: str, seconds: float, extra: list[str], ranks: int = 1) -> dict:
-    """Train for ``seconds`` under `selfplay launch` with ``ranks`` local ranks; self-play positions/s of the whole run."""
-    import re
-    import socket
-    import tempfile
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with tempfile.TemporaryDirectory() as run_dir:
-        env = {**os.environ, "NNODES": "1", "NPROC_PER_NODE": str(ranks), "MASTER_PORT": str(port)}
-        out = subprocess.run([sys.executable, "-m", "selfplay", "launch", "--config", config, f"--run.dir={run_dir}",
-                              f"--run.max_minutes={seconds / 60}", "--eval.every_minutes=0", *extra], env=env,
-                             capture_output=True, text=True, check=True).stdout
-    done = re.findall(r"rank (\d+) finished at step (\d+).*?, (\d+) positions played here in ([\d.]+) s", out)
-    wall = max(float(d[3]) for d in done)
-    return {"positions_per_s": sum(int(d[2]) for d in done) / wall, "learner_steps": int(done[0][1]), "seconds": wall}
-
-
-def rank_scaling(config: str, seconds: float, extra: tuple[str, ...] = ()) -> list[dict]:
-    """Self-play positions/s of the whole machine with 1 and 2 local ranks (each: 1 actor + 1 learner)."""
-    rows = []
-    for ranks in (1, 2):
-        rows.append({"ranks": ranks, **timed_training(config, seconds, ["--actors.count=1", *extra], ranks)})
-        rows[-1]["speedup_vs_1_rank"] = rows[-1]["positions_per_s"] / rows[0]["positions_per_s"]
-        print(f"scaling: {ranks} rank(s): {rows[-1]['positions_per_s']:.0f} positions/s, "
-              f"{rows[-1]['learner_steps']} learner steps", flush=True)
-    return rows
-
-
-def inference_placement(config: str, seconds: float, extra: tuple[str, ...] = ()) -> list[dict]:
-    """Whole-run positions/s with each actor running the net itself vs. the learner's device answering all leaves.
-
-    On a GPU node the second is the point of leaf_server.py, for fp32 actors: where the CPU has bf16 both
-    actor precisions are measured, since auto serves leaves only to fp32 ones (hardware.leaves_served_by_learner).
-    On a CPU-only machine it shows what the round trips cost, since the learner's core then does every actor's
-    forward passes.
-    """
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    precisions = ["bf16", "fp32"] if device == "cuda" and cpu_has_native_bf16() else ["auto"]
-    rows = []
-    for precision in precisions:
-        for mode in ("local", "learner"):
-            rows.append({"inference": mode, "device": device, "actor_precision": precision,
-                         **timed_training(config, seconds, [f"--actors.inference={mode}", f"--run.device={device}",
-                                                            f"--actors.precision={precision}", *extra])})
-            rows[-1]["vs_local"] = rows[-1]["positions_per_s"] / rows[-2 if mode == "learner" else -1]["positions_per_s"]
-            print(f"inference {mode} ({device}, actors {precision}): {rows[-1]['positions_per_s']:.0f} positions/s, "
-                  f"{rows[-1]['learner_steps']} learner steps", flush=True)
-    return rows
-
-
-def grade_checkpoint(path: Path, positions: int, sims: int) -> dict:
-    """Pons errors of one checkpoint's playing weights, MCTS at ``sims`` (plain PUCT, visit ties broken by Q)."""
-    saved = checkpoint.load(path)
-    cfg = saved.config
-    # the periodic evaluation's entry point: the sets are read and labelled once per process, not per checkpoint
-    result = evaluate.evaluate_weights(saved.playing_weights(), cfg["model"], "", positions, sims,
-                                       cfg["search"]["c_puct"])
-    print(f"{path.name}: step {saved.step}\n{evaluate.format_table(result)}", flush=True)
-    return {"checkpoint": path.name, "step": saved.step, "simulations": sims,
-            **{k: v for k, v in result.items() if not k.startswith("_")}}
-
-
-def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict:
-    """Pons error of each checkpoint of a run against the minutes it had trained; the last also at ``final_sims``."""
-    stats = read_records(run_dir / STATS_FILE)
-    t0 = stats[0]["time"] if stats else 0
-    curve = []
-    paths = checkpoint.list_checkpoints(run_dir)
-    for path in paths:
-        row = grade_checkpoint(path, positions, sims)
-        row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
-        curve.append(row)
-    # the newest progress window in which games finished (draw rate and game length are empty in the others)
-    last = next((r for r in reversed(stats) if r["kind"] == TRAIN_KIND and r.get("selfplay/game_length")), {})
-    out = {"run": str(run_dir), "mcts_simulations": sims, "curve": curve,
-           "periodic_eval": [r for r in stats if r["kind"] == "eval"],
-           # what users of self-play trainers watch, from the run's last progress window
-           "final_window": {k: last.get(k) for k in ("selfplay/games", "selfplay/positions", "selfplay/draw_rate",
-                                                      "selfplay/game_length", "charts/simulations_per_s",
-                                                      "charts/step", ACTOR_NET_KEY)},
-           **learner_pace(stats)}
-    if curve and final_sims:
-        out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
-        # the checkpoint nearest each whole hour before the last, at the same count (#43: AlphaZero.jl's figures in 1)
-        hours = range(1, int((curve[-1]["minutes"] or 0) // 60) + 1)
-        nearest = {min(range(len(curve)), key=lambda i: abs((curve[i]["minutes"] or 0) - 60 * h)) for h in hours}
-        out["hourly_graded_at"] = [{**grade_checkpoint(paths[i], positions, final_sims), "minutes": curve[i]["minutes"]}
-                                   for i in sorted(nearest) if i != len(curve) - 1]
-        out["perfect_play"] = first_player_check(paths[-1], final_sims)
-    return out
-
-
-def learner_pace(stats: list[dict]) -> dict:
-    """Which side held the other back over the whole run: the mean share of time the learner waited for self-play
-    (one progress record every run.log_every_seconds) and the samples it trained per recorded position by the end
-    (learner.samples_per_position when self-play was the one behind). An arm that buys positions or learner steps
-    is read against these (bench/RESULTS.md)."""
-    records = [r for r in stats if r["kind"] == TRAIN_KIND and r.get(WAIT_FRACTION_KEY) is not None]
-    if not records:
-        return {}
-    return {"learner_wait_fraction": float(np.mean([r[WAIT_FRACTION_KEY] for r in records])),
-            "samples_per_position": records[-1][SAMPLES_PER_POSITION_KEY]}
-
-
-def first_player_check(path: Path, sims: int) -> dict:
-    """Moving first from the empty board at ``sims`` simulations, does the last checkpoint keep the forced win
-    against every best defence of the solver? (#43's perfect first-player play)"""
-    saved = checkpoint.load(path)
-    net = players.network_player(make_game("connect4"), saved.config, saved.playing_weights(), sims, path.name)
-    result = perfect_play.check_first_player(lambda states, lines: net.choose(states, None))
-    print(f"{path.name}: {perfect_play.format_result(result, sims)}", flush=True)
-    return {"checkpoint": path.name, "step": saved.step, "simulations": sims, **result}
-
-
-def error_table(graded_runs: list[dict]) -> list[dict]:
-    """Per set: each run's MCTS weak error (one graded checkpoint a run) with its Wilson 95% interval, their mean,
-    the reference and the target."""
-    rows = []
-    for name, azg in AZG_30MIN_MCTS_WEAK.items():
-        row = {"set": name}
-        errors = []
-        for i, graded in enumerate(graded_runs):
-            e, n = graded[name]["mcts_weak"], graded[name]["positions"]
-            lo, hi = wilson(round(e * n), 0, n - round(e * n))
-            row[f"run{i + 1}"] = f"{100 * e:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-            errors.append(e)
-        row["mean"] = float(np.mean(errors))
-        row["azg"], row["ratio"], row["target"] = azg, row["mean"] / azg, TARGET_30MIN_MCTS_WEAK[name]
-        row["met"] = max(errors) <= TARGET_30MIN_MCTS_WEAK[name]  # by every seed, not on average
-        rows.append(row)
-    return rows
-
-
-def window_summary(window: dict) -> str:
-    """A run's last progress window (grade_run's final_window) in words."""
-    if window.get("selfplay/games") is None:
-        return "no finished game in its progress records"
-    return (f"{window['selfplay/games']:,.0f} games, {window['selfplay/positions']:,.0f} positions recorded, last "
-            f"window {window['selfplay/game_length']:.1f} plies a game, {window['selfplay/draw_rate']:.1%} drawn"
-            + (f", actors {window[ACTOR_NET_KEY]}" if window.get(ACTOR_NET_KEY) else ""))
-
-
-def table(rows: list[dict], keys: list[str]) -> str:
-    head = "| " + " | ".join(keys) + " |\n|" + "---|" * len(keys)
-    body = ["| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |"
-            for r in rows]
-    return "\n".join([head, *body])
 
 
 def claim_new(path: Path, claim) -> Path:

@@ -14,7 +14,7 @@ from selfplay.config_io import load, resolve_config
 from selfplay.stats import ACTOR_NET_KEY
 
 from bench.compare import pace_summary
-from bench.run import window_summary
+from bench.grading import window_summary
 
 pytestmark = pytest.mark.slow
 
