@@ -80,9 +80,12 @@ SHUTDOWN_MARGIN_SECONDS = 5
 MAX_NPROC_PER_NODE = 64  # ranks torchrun starts on one node: an A3 has 8 GPUs, a C4 up to 288 vCPUs
 MASTER_PORTS = range(1024, 65536)  # the program's user (not root) may listen on these, on the host network
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CONTRACT_ENV = {NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, NPROC_PER_NODE_ENV, LOCAL_RANK_ENV,
-                RUN_DIR_ENV, PJRT_DEVICE_ENV, DEADLINE_ENV, GANTRY_NODE_RANK_ENV, GANTRY_NUM_NODES_ENV,
-                GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV}
+# What every container gets from the agent (docker_run_args), whichever program it runs: the rendezvous and the run's
+# folder (GANTRY_NODE_IPS on a launch that knows the nodes' addresses, as every gantry run does)
+EVERY_CONTAINER_ENV = (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, GANTRY_NODE_RANK_ENV,
+                       GANTRY_NUM_NODES_ENV, GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV, RUN_DIR_ENV)
+# ... and the names no --env may set: those, the ones a launch or torchrun adds, and the deadline
+CONTRACT_ENV = {*EVERY_CONTAINER_ENV, NPROC_PER_NODE_ENV, LOCAL_RANK_ENV, PJRT_DEVICE_ENV, DEADLINE_ENV}
 
 
 def check_env_pair(pair: str) -> tuple[str, str]:

@@ -17,16 +17,9 @@ from pathlib import Path
 
 from launch_contract import (
     DEFAULT_MASTER_PORT,
-    GANTRY_GPUS_PER_NODE_ENV,
-    GANTRY_NODE_IPS_ENV,
-    GANTRY_NODE_RANK_ENV,
-    GANTRY_NUM_NODES_ENV,
-    MASTER_ADDR_ENV,
-    MASTER_PORT_ENV,
+    EVERY_CONTAINER_ENV,
     MASTER_PORTS,
     MAX_NPROC_PER_NODE,
-    NNODES_ENV,
-    NODE_RANK_ENV,
     PROJECT_ROOT,
     RUN_DIR_ENV,
     check_env_pair,
@@ -38,9 +31,6 @@ from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 
 TORCHRUN, COMMAND = "torchrun", "command"
-# The rendezvous every container gets, whichever program it runs (the agent's docker_run_args).
-RENDEZVOUS_NAMES = (NNODES_ENV, NODE_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, GANTRY_NODE_RANK_ENV,
-                    GANTRY_NUM_NODES_ENV, GANTRY_NODE_IPS_ENV, GANTRY_GPUS_PER_NODE_ENV, RUN_DIR_ENV)
 PYTHON = program_file.PYTHON  # python, python3, python3.12: the scripts a project check can see
 
 
@@ -60,7 +50,7 @@ class Program:
         return self.kind == COMMAND
 
     def describe(self, run_url: str) -> str:
-        names = ", ".join(RENDEZVOUS_NAMES[:-1])
+        names = ", ".join(name for name in EVERY_CONTAINER_ENV if name != RUN_DIR_ENV)
         if self.torchrun:
             return f"Program: torchrun {shlex.join(self.words)} (rendezvous at node 0; {RUN_DIR_ENV}={run_url})"
         return (f"Command: {shlex.join(self.words)}, run as given in the image's working directory on every node "

@@ -13,7 +13,17 @@ from agent_helpers import HERE, Node, spec, wait_until
 from gantry_agent.containers import docker_run_args
 from gantry_agent.decide import Memory, Observation, SetState, decide
 from gantry_agent.settings import Settings
-from launch_contract import DEADLINE_ENV, RUN_KEY, EndRecord, RunSpec, State, ended_url, sync_url
+from launch_contract import (
+    CONTRACT_ENV,
+    DEADLINE_ENV,
+    EVERY_CONTAINER_ENV,
+    RUN_KEY,
+    EndRecord,
+    RunSpec,
+    State,
+    ended_url,
+    sync_url,
+)
 
 WORKDIR = "/workspace"
 PROGRAM = HERE / "stub_program.py"
@@ -50,6 +60,10 @@ def test_a_command_runs_as_given_without_the_images_entry_point_with_the_gantry_
     cpu = docker_run_args(command_spec(sync=("ckpt",)), "/runs-r1", settings)
     assert "/runs-r1/sync/ckpt:/ckpt" in cpu and env_of(cpu)["GANTRY_GPUS_PER_NODE"] == "0"
     assert "GANTRY_NODE_IPS" not in env_of(cpu)
+    # what the contract says every container gets (gantry run's description of a command names them from it)
+    with_folder = docker_run_args(command_spec(node_addrs=("10.0.0.2", "10.0.0.3"), run_dir="gs://b/runs/r1"),
+                                  "/runs-r1", settings)
+    assert set(EVERY_CONTAINER_ENV) <= set(env_of(with_folder)) <= CONTRACT_ENV
 
 
 @pytest.mark.parametrize("kind", ["selfplay", "torchrun"])
