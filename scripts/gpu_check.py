@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         image = args.image
         if image is None:
             done = run([python, "-m", "gantry", "build", "--gpu", "--no-push"], timeout=3600)
-            built = re.search(r"(gantry-trainer:\S+?)\.?\s", done.stdout)
+            built = re.search(r"^gantry: built (\S+) ", done.stdout, flags=re.M)  # gantry.cli.build's summary line
             if done.returncode != 0 or not built:
                 return f"gantry build --gpu: {last_line(done)}"
             image = built.group(1)
