@@ -144,6 +144,7 @@ CPU_IMAGE = Proven("tests/docker/test_cpu_image.py::test_single_container_trains
 TWO_CONTAINERS = Proven("tests/docker/test_cpu_image.py::test_two_containers_rendezvous_over_gloo_train_and_stop")
 DISTRIBUTED = Proven("tests/integration/test_distributed.py::test_two_nodes_train_in_step_and_rank0_checkpoint_resumes")
 STANDIN = Proven("tests/infra/test_standin_plan.py::test_root_module_terraform_test_suite_passes")
+DELETE_DATA = Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_delete_data_empties_the_bucket_first")
 
 # (pattern over Shown.command, what runs it): the first that matches counts. Every rule must match some command.
 RULES: list[tuple[str, Here | Proven | Costly]] = [
@@ -209,8 +210,7 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
                                    "test_fetch_copies_the_whole_run_but_not_partial_uploads_and_then_only_what_changed")),
     (r"^make destroy$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_asks_before_destroying")),
     (r"^make destroy ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
-    (r"^make destroy 'ARGS=-y --delete-data'$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
-                                                       "test_delete_data_empties_the_bucket_first")),
+    (r"^make destroy 'ARGS=-y --delete-data'$", DELETE_DATA),
     (r"^make train-docker( .*)?$", Proven("tests/docker/test_cpu_image.py::"
                                           "test_make_train_docker_trains_in_the_cpu_image_into_its_own_run_folder")),
     (r"^make docker-base$", Proven("tests/docker/test_cpu_image.py::"
@@ -295,13 +295,11 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
     (r"^terraform -chdir=infra providers lock ", Costly("asks registry.terraform.io, which CI cannot reach (the google "
                                                         "provider is not downloadable here)",
                                                         "by hand, when infra/terraform.tf's google provider pin changes")),
-    (r"^terraform -chdir=infra apply$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
-                                               "test_delete_data_empties_the_bucket_first")),
+    (r"^terraform -chdir=infra apply$", DELETE_DATA),
     # Google's commands the launcher prints or the docs point to, as the tests meet what they set up or name
     (r"^gcloud compute images list ", Proven(f"{LAUNCHER}/test_launcher_preflight.py::"
                                              "test_a_retired_gpu_image_family_is_a_blocker_that_lists_the_live_ones")),
-    (r"^gcloud storage rm --recursive ", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
-                                                "test_delete_data_empties_the_bucket_first")),
+    (r"^gcloud storage rm --recursive ", DELETE_DATA),
     (r"^gcloud compute instances list --filter=labels\.gantry-deployment=", Proven(
         f"{LAUNCHER}/test_launcher_destroy.py::test_clean_teardown_proves_nothing_is_left")),
     (r"^gcloud ('…'|\.\.\.) delete$", Proven(f"{LAUNCHER}/test_launcher_destroy.py::"
