@@ -28,6 +28,8 @@ pytestmark = pytest.mark.terraform
     ({"use_gpu": True, "accelerator_type": "nvidia-l4", "accelerator_count": 3}, {"accelerator_count"}),
     ({"use_gpu": True, "accelerator_type": "nvidia-l4", "accelerator_count": 8}, set()),
     ({"use_gpu": True, "accelerator_type": "nvidia-tesla-a100", "accelerator_count": 16}, set()),
+    ({"use_gpu": True, "accelerator_type": "nvidia-tesla-a100", "accelerator_count": 4,  # a2-highgpu-8g carries 8
+      "gpu_machine_type": "a2-highgpu-8g"}, {"gpu_machine_type"}),
     ({"use_gpu": True, "accelerator_type": "nvidia-a100-80gb", "accelerator_count": 16}, {"accelerator_count"}),
     ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 1}, {"accelerator_count"}),
     ({"use_gpu": True, "accelerator_type": "nvidia-h100-80gb", "accelerator_count": 1, "spot": True,
