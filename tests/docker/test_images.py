@@ -101,6 +101,13 @@ def test_context_is_the_repo_minus_dockerignore_plus_wheels_and_certificates(tmp
 
 
 def test_missing_certificate_is_named(tmp_path):
+    """`gantry build --ca-cert PATH` (docs/DOCKER.md) with no file there: one line naming it, before any build."""
+    result = subprocess.run([sys.executable, "-m", "gantry", "build", "--cpu", "--no-push", "--ca-cert",
+                             str(tmp_path / "nope.crt")], check=False, capture_output=True, text=True, cwd=REPO,
+                            timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [(f"gantry: error: CA certificate {tmp_path / 'nope.crt'} not found. "
+                                                  "Pass --ca-cert a PEM file.")]
     with pytest.raises(images.ImageBuildError, match="nope.crt"):
         images.build_context(REPO, "docker/Dockerfile", [], [tmp_path / "nope.crt"])
 

@@ -118,6 +118,23 @@ def test_cost_needs_no_cloud(tmp_path):
 
 @pytest.mark.terraform
 @needs_terraform
+def test_without_terraform_a_verb_says_terraform_not_found_and_how_to_install_it(tmp_path):
+    """docs/TROUBLESHOOTING.md's `terraform not found`: what `make cost` says on a machine without the binary, and the
+    `terraform version` its fix asks for, on one with it."""
+    deployment = Deployment(tmp_path)
+    deployment.write()
+    bare = tmp_path / "bin"  # a PATH without terraform (the interpreter is run by its full path)
+    bare.mkdir()
+    result = run_module(["cost"], tmp_path, isolated_environ(tmp_path, PATH=str(bare)))
+    assert result.returncode == ExitStatus.ERROR and result.stdout == ""
+    assert result.stderr.startswith("gantry: error: terraform not found (looked for 'terraform' on PATH)"), result.stderr
+    assert "https://developer.hashicorp.com/terraform/install" in result.stderr and "`terraform version`" in result.stderr
+    version = subprocess.run(["terraform", "version"], capture_output=True, text=True, timeout=60, check=False)
+    assert version.returncode == 0 and version.stdout.startswith("Terraform v"), version.stderr
+
+
+@pytest.mark.terraform
+@needs_terraform
 def test_cost_trc_calls_a_tpu_free_through_the_command_line_and_still_shows_its_list_price(tmp_path):
     """`make cost ARGS=--trc` (docs/TPU.md) for a TPU deployment: free under a TRC allocation, the list price beside."""
     deployment = Deployment(tmp_path)

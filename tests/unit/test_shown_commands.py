@@ -346,29 +346,37 @@ def test_test_areas_sums_a_junit_report_by_area(tmp_path):
 def test_the_costly_list_is_short_and_names_why_and_what_runs_it():
     costly = {check for check in [*(c for _, c in table.RULES), *table.VERB_RUNS.values()]
               if isinstance(check, table.Costly)}
-    assert 0 < len(costly) <= 3, costly
+    assert 0 < len(costly) <= 4, costly
     for check in costly:
         assert check.reason and re.search(r"make |scripts/|by hand", check.script), check
 
 
-def test_the_verdict_fails_a_proof_that_was_skipped_or_not_collected_and_accepts_a_missing_engine(monkeypatch):
+def test_the_verdict_fails_a_proof_that_was_skipped_or_not_collected_and_accepts_a_missing_engine():
+    """...or that passed without running a command line (shown_proof.CommandLineWatch on the process that ran it)."""
     import shown_proof
 
     proofs = {"tests/a.py::test_ran": "make a (README.md)", "tests/a.py::test_skipped": "make b (README.md)",
               "tests/a.py::test_no_engine": "make c (docs/DOCKER.md)", "tests/a.py::test_gone": "make d (README.md)",
-              "tests/a.py::test_param": "make e (README.md)", "tests/a.py::test_one_passed": "make f (README.md)"}
-    monkeypatch.setattr(table, "proofs", lambda: proofs)
+              "tests/a.py::test_param": "make e (README.md)", "tests/a.py::test_one_passed": "make f (README.md)",
+              "tests/a.py::test_no_cli": "make g (README.md)", "tests/a.py::test_google": "gcloud auth login (README.md)"}
     verdict = shown_proof.ShownProof(config=None)
+    verdict._proofs = proofs
     verdict.collected = {"tests/a.py::test_ran", "tests/a.py::test_skipped", "tests/a.py::test_no_engine",
                          "tests/a.py::test_param[1]", "tests/a.py::test_param[2]", "tests/a.py::test_one_passed[1]",
-                         "tests/a.py::test_one_passed[2]"}
+                         "tests/a.py::test_one_passed[2]", "tests/a.py::test_no_cli", "tests/a.py::test_google"}
     verdict.outcomes = {"tests/a.py::test_ran": ("passed", ""), "tests/a.py::test_skipped": ("skipped", "slow"),
                         "tests/a.py::test_no_engine": ("skipped", "no Docker engine answers `docker info`"),
                         "tests/a.py::test_param[1]": ("skipped", "no Docker engine answers `docker info`"),
                         "tests/a.py::test_one_passed[1]": ("passed", ""),
-                        "tests/a.py::test_one_passed[2]": ("skipped", "another test runs this case")}
+                        "tests/a.py::test_one_passed[2]": ("skipped", "another test runs this case"),
+                        "tests/a.py::test_no_cli": ("passed", ""), "tests/a.py::test_google": ("passed", "")}
+    # the watch on the process that ran them: test_no_cli called functions only; gcloud has no stand-in to run
+    verdict.command_line = {"tests/a.py::test_ran": True, "tests/a.py::test_no_cli": False,
+                            "tests/a.py::test_google": False}
     assert verdict.problems() == [
         "tests/a.py::test_gone was not collected; it proves make d (README.md)",
+        ("tests/a.py::test_no_cli passed without running a command line (no process, no arguments parsed); it proves "
+         "make g (README.md): run the command, as the user would"),
         "tests/a.py::test_param[2] did not run; it proves make e (README.md)",
         ("tests/a.py::test_skipped was skipped (slow); it proves make b (README.md). Make it run here, or give the "
         "command a Costly rule in shown_commands.RULES (why, and the script that runs it)")]
@@ -379,3 +387,18 @@ def test_every_proof_is_a_test_of_the_suite():
     for node in table.proofs():
         path, _, name = node.partition("::")
         assert (ROOT / path).is_file() and name.startswith("test_"), node
+
+
+def test_the_watch_sees_a_process_and_an_in_process_command_line_and_nothing_else():
+    import argparse
+
+    from shown_proof import CommandLineWatch
+
+    with CommandLineWatch() as quiet:
+        sum(range(10))
+    with CommandLineWatch() as process:
+        subprocess.run(["true"], check=True)
+    with CommandLineWatch() as parsed:
+        argparse.ArgumentParser().parse_args([])
+    assert (quiet.ran, process.ran, parsed.ran) == (False, True, True)
+    assert subprocess.Popen.__init__.__name__ == "__init__"  # put back
