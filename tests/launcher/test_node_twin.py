@@ -45,6 +45,7 @@ TRAINER = ["--model.channels=8", "--model.blocks=1", "--actors.count=1", "--acto
            "--search.simulations=8", "--learner.batch_size=32", "--learner.min_replay=64",
            "--eval.every_minutes=0.2", "--eval.positions_per_set=10", "--eval.simulations=4",
            "--run.checkpoint_every_minutes=0.1", "--run.log_every_seconds=2", "--dist.timeout_s=180"]
+NO_EVAL = [*(flag for flag in TRAINER if not flag.startswith("--eval.every_minutes=")), "--eval.every_minutes=0"]
 # What the twin adds to the README's run: a free port, and copies to the bucket every 3 s instead of 120.
 TWIN_RUN = ["--sync-every", "3"]
 # The trainer's run folder on node 0 (the kit's gantry.yaml's sync folder), as its agent keeps it in the bucket.
@@ -196,10 +197,11 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         # make run-gcp --resume: both nodes continue from the stopped step and end by themselves before the default
         # time limit every launch gets (the mechanism of every run; only its length is the test's): the agents hand the
         # trainer the launch's deadline, and it plans its own end before it
-        # and it resumes with two ranks on each node (a GPU node's layout: one rank per GPU), four in one group
-        monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.0)
+        # and it resumes with two ranks on each node (a GPU node's layout: one rank per GPU), four in one group; on two
+        # cores four ranks leave no room for the periodic evaluation's processes, so this session has none
+        monkeypatch.setattr(programs, "DEFAULT_RUN_MAX_MINUTES", 1.5)
         resumed = gantry("run", "--detach", "--resume", "twin", "--master-port", port, *TWIN_RUN, "--nproc-per-node",
-                         "2", "--", "--config", "connect4", *TRAINER, environ=environ)
+                         "2", "--", "--config", "connect4", *NO_EVAL, environ=environ)
         assert resumed.status == ExitStatus.OK, resumed.output
         assert RunSpec.from_json(metadata_items(vms[1])["gantry-run"]).image == pushed
         wait_until(lambda: all(n.report().get("state") == "finished" for n in nodes), timeout=600, interval=2,
