@@ -66,12 +66,31 @@ def main(argv: list[str] | None = None) -> int:
     included: numpy and torch take seconds) is one line and 130."""
     try:
         return dispatch(argv)
+    except Exception as error:  # noqa: BLE001 (re-raised unless Ctrl-C is its cause)
+        if not caused_by_ctrl_c(error):
+            raise
+        return ctrl_c_during_start_up(argv)
     except KeyboardInterrupt:
-        # train checkpoints at SIGINT once its handler is in place; before it, torch half imported may log its caches
-        # at exit through the INFO root logger dispatch sets, so only warnings go out from here on
-        logging.getLogger().setLevel(logging.WARNING)
-        stopped_by_ctrl_c(argv)
-        return ExitStatus.INTERRUPTED
+        return ctrl_c_during_start_up(argv)
+
+
+def caused_by_ctrl_c(error: BaseException) -> bool:
+    """An error Ctrl-C caused: Python turns a KeyboardInterrupt that lands in a class body's __set_name__ (a dataclass
+    field, while a module imports) into RuntimeError("Error calling __set_name__ ..."), its cause the interrupt."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def ctrl_c_during_start_up(argv: list[str] | None) -> int:
+    # train checkpoints at SIGINT once its handler is in place; before it, torch half imported may log its caches
+    # at exit through the INFO root logger dispatch sets, so only warnings go out from here on
+    logging.getLogger().setLevel(logging.WARNING)
+    stopped_by_ctrl_c(argv)
+    return ExitStatus.INTERRUPTED
 
 
 def dispatch(argv: list[str] | None) -> int:

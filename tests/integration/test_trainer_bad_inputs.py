@@ -109,3 +109,28 @@ def test_ctrl_c_while_the_dispatcher_itself_imports_is_the_same_one_line():
     assert result.returncode == 130 and result.stderr.splitlines() == [
         ("selfplay: train stopped by Ctrl-C during start-up, before its first checkpoint: nothing of this session "
          "was written; run it again to start (or resume)")], result.stderr
+
+
+def test_ctrl_c_that_python_wraps_while_a_dataclass_is_made_is_the_same_one_line(monkeypatch, capsys):
+    """CI hit it at 0.5 s: SIGINT inside a config dataclass's field (__set_name__) while selfplay.config imports, which
+    Python re-raises as RuntimeError("Error calling __set_name__ ...") caused by the KeyboardInterrupt."""
+    import selfplay.__main__ as dispatcher
+
+    def interrupted_import(argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'positions_per_set'") from interrupt
+
+    monkeypatch.setattr(dispatcher, "dispatch", interrupted_import)
+    assert dispatcher.main(["train"]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        ("selfplay: train stopped by Ctrl-C during start-up, before its first checkpoint: nothing of this session "
+         "was written; run it again to start (or resume)")]
+
+    def broken(argv):
+        raise RuntimeError("a bug, not a Ctrl-C")
+
+    monkeypatch.setattr(dispatcher, "dispatch", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        dispatcher.main(["train"])
