@@ -44,6 +44,10 @@ class LostRankError(SelfplayError, RuntimeError):
     """Another rank stopped answering: the run ends (rank 0 checkpoints) instead of hanging."""
 
 
+class PeerStoppedError(SelfplayError, RuntimeError):
+    """The group stopped because another rank was signalled, not this one: not a finished run (exit non-zero)."""
+
+
 def is_collective_failure(error: BaseException) -> bool:
     """Errors raised when a peer died or the network between ranks broke (gloo, nccl, store timeouts)."""
     if isinstance(error, dist.DistError):

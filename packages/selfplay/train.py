@@ -22,6 +22,7 @@ from .config_io import dump
 from .distributed import (
     DistInfo,
     LostRankError,
+    PeerStoppedError,
     agree,
     broadcast_state,
     close,
@@ -162,7 +163,7 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     window = MetricsWindow(counters)
     ready_step = False
     lost: RuntimeError | None = None
-    out_of_time = False
+    out_of_time = stopping = False
     try:
         selfplay.pool.start()
         while True:
@@ -200,8 +201,8 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
         # steps that came after the last line are recorded however soon the run ended (bench reads its games)
         if window.steps or counters["games"] != window.games_at["games"] or time.monotonic() - last_log > 0.05:
             log_window(max(1e-3, time.monotonic() - last_log))
-        if stop:
-            runlog.say(f"{stop.reason}: stopping actors and writing a final checkpoint")
+        if stop or (stopping and not out_of_time):
+            runlog.say(f"{stop.reason or 'another rank was signalled'}: stopping actors and writing a final checkpoint")
     except RuntimeError as error:
         if not (info.enabled and is_collective_failure(error)):
             raise
@@ -223,6 +224,16 @@ def _run(cfg: Config, info: DistInfo, runlog: RunLog, stop: StopRequested, run_d
     played = selfplay.pool.totals()["moves"]
     print(f"rank {info.rank} finished at step {step}, weights checksum {checksum:.6f}, "
           f"{played:.0f} positions played here in {time.monotonic() - started:.1f} s", flush=True)
+    signalled_soon = time.monotonic() + 2  # `make stop` signals every node within moments: then this one is done too
+    while stopping and not stop and not out_of_time and time.monotonic() < signalled_soon:
+        time.sleep(0.05)
+    if stopping and not stop and not out_of_time:
+        # another rank's node was signalled (a Spot preemption, a shutdown) and the group stopped with it: this node's
+        # run is not done, and exit 0 would tell its agent it is (gantry_agent.decide records an end, and no verb
+        # starts the run again); a failure is started again and resumes from this checkpoint once every node is back
+        raise PeerStoppedError(f"rank {info.rank} stopped at step {step} because another rank was signalled (its node "
+                               "shut down or was preempted); the checkpoint is written, and starting this node's "
+                               "command again resumes the run once every node is back (a node agent does that)")
     return step
 
 

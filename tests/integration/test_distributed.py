@@ -75,16 +75,22 @@ def two_nodes_running(run_dir, after: int = 0):
             n.kill()
 
 
-def test_sigterm_on_the_master_stops_both_nodes_cleanly_with_a_checkpoint(tmp_path):
+def test_sigterm_on_the_master_checkpoints_and_the_other_node_exits_to_be_started_again(tmp_path):
+    """A Spot preemption of one node: the group stops at one step with rank 0's checkpoint; the signalled node is
+    done (exit 0), the other is not (a preempted peer is no finished run: its agent must start it again, not record
+    an end), and says so in one line."""
     run = tmp_path / "run"
     with two_nodes_running(run) as nodes:
         nodes[0].send_signal(signal.SIGTERM)  # a Spot preemption notice on the master
         # a guard against a hang, not a speed limit: a loaded machine may take longer than a quiet one
         outs = [n.communicate(timeout=180)[0] for n in nodes]
-    assert [n.returncode for n in nodes] == [0, 0], outs
+    assert [n.returncode for n in nodes] == [0, 1], outs
     assert finish_line(outs[0]) == finish_line(outs[1])      # both stopped at the same step, same weights
     step = finish_line(outs[0])[0]
     assert (run / f"ckpt-{step:09d}.pt").is_file()
+    assert (f"selfplay: error: rank 1 stopped at step {step} because another rank was signalled (its node shut "
+            "down or was preempted); the checkpoint is written") in outs[1], outs[1]
+    assert "selfplay: error" not in outs[0] and "failed without saying why" not in outs[1], outs
 
 
 def test_a_lost_node_ends_the_run_with_a_message_and_a_checkpoint_not_a_hang(tmp_path):
