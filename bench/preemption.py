@@ -11,7 +11,7 @@ folder (the kit's gantry.yaml: --run.dir=trainer, sync: [trainer]); the agent's 
 Here the kit's CPU image runs as a node's agent runs it, with the agent's own code: the `docker run` of the launch's
 RunSpec (containers.docker_run_args, host network, the run folder handed to the image's user), its --sync folders
 restored from the bucket before the start and copied after the stop (outputs.RunOutputs), on a GCS server
-(fake-gcs-server, tests/gcs_server.py), at the default Connect Four config. Every trial resumes from the bucket's
+(fake-gcs-server, packages/local_cloud/storage.py), at the default Connect Four config. Every trial resumes from the bucket's
 newest checkpoint on a fresh node folder, whose replay buffer is full (the first trial's comes from --checkpoint, a
 checkpoint of the default config that trained long enough: `make bench ARGS="--train-minutes 120"` leaves them in
 runs/, and so does `make train-local ARGS=--run.max_minutes=17`), trains until the learner has stepped past it, gets
@@ -45,8 +45,8 @@ from selfplay.config import LearnerConfig
 from selfplay.errors import SelfplayError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the GCS server the tests run against
-from gcs_server import gcs_server  # noqa: E402
-from gcs_server import version as gcs_server_version  # noqa: E402
+from local_cloud.storage import gcs_server  # noqa: E402
+from local_cloud.storage import version as gcs_server_version  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 BUCKET = "preemption-bench"

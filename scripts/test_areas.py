@@ -17,6 +17,7 @@ from collections import defaultdict
 AREAS = (
     ("tests/docker/test_devcontainer", "dev container"),
     ("tests/launcher/test_node_twin", "twin"),
+    ("tests/launcher/test_local_cloud", "local cloud"),
     ("tests/integration/test_xla", "xla"),
     ("tests/docker/", "docker"),
     ("tests/infra/", "infra"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from gantry.local_world import FOLDER_ENV
 
 # The shown-commands layer's end-of-suite verdict: every test named as a doc command's proof ran (tests/shown_proof.py).
 pytest_plugins = ["shown_proof"]
@@ -28,9 +29,14 @@ for _assignment in os.environ.get("MAKEFLAGS", "").partition(" -- ")[2].split():
 for _inherited in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
     os.environ.pop(_inherited, None)
 
+# A local cloud the developer left up (`make local-cloud`, in the checkout's .local-cloud/) would take over every
+# cloud verb the tests run through make in the checkout: they look for theirs where none is, unless a test sets its own.
+os.environ[FOLDER_ENV] = os.path.join(os.path.dirname(__file__), ".no-local-cloud-in-the-tests")
+
 GROUPS = (  # (start of the test's id, group)
     ("tests/docker/", "engine"),
     ("tests/launcher/test_node_twin.py", "engine"),
+    ("tests/launcher/test_local_cloud.py", "engine"),
     ("tests/integration/test_xla.py", "xla"),
     ("tests/infra/test_standin_", "standin"),
     ("tests/integration/test_bench.py", "bench"),
@@ -60,11 +66,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture
 def gcs(monkeypatch):
-    """The run's bucket behind a Cloud Storage API (tests/gcs_server.py), for every client in this process and
+    """The run's bucket behind a Cloud Storage API (packages/local_cloud/storage.py), for every client in this process and
     those it starts: STORAGE_EMULATOR_HOST points google-cloud-storage and gcsfs at it. Buckets:
     ``gcs.create_bucket(name)``."""
     import gcsfs
-    from gcs_server import gcs_server
+    from local_cloud.storage import gcs_server
 
     with gcs_server() as server:
         for name, value in server.environ.items():  # for this process (where gcsfs may be imported already) and

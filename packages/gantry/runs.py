@@ -37,6 +37,7 @@ from launch_contract import check_run_id as contract_run_id
 
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
 from gantry.errors import GantryError
+from gantry.local_world import LOCAL_ENV
 
 BUCKET_URL_ENV = "GANTRY_BUCKET_URL"  # another fsspec URL for the bucket (tests: file:///tmp/bucket)
 # fsspec keeps one filesystem per arguments and caches its listings: a process that reads the bucket again (a
@@ -261,8 +262,9 @@ def restart_preempted(api: NodeApi, cluster: Cluster, statuses: list[NodeStatus]
                 continue
             synced = ", its --sync folders back from the bucket" if s.spec.sync else ""
             again = f"its program starts again as given, in the same run folder{synced}"
-            say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it (it bills "
-                f"while it runs); {again}")
+            bills = "" if LOCAL_ENV in environ else " (it bills while it runs)"
+            say(f"node {s.node.rank} {s.node.name}: Spot VM {s.vm} during run {s.spec.run_id}: starting it{bills}; "
+                f"{again}")
             api.start(s.node)
             started.append(s.node)
     return started

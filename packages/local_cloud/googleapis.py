@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer
 
 
 @dataclass

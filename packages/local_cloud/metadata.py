@@ -28,7 +28,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer
 
 ROOT = "/computeMetadata/v1/"
 MAX_WAIT_S = 60

@@ -73,6 +73,20 @@ class GcsServer:
         # buckets.insert (cloud.google.com/storage/docs/json_api/v1/buckets/insert)
         self._call("/storage/v1/b", json.dumps({"name": name}).encode(), "POST")
 
+    def bucket_exists(self, name: str) -> bool:
+        # buckets.get (cloud.google.com/storage/docs/json_api/v1/buckets/get): 404 when there is none
+        try:
+            self._call(f"/storage/v1/b/{name}")
+            return True
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return False
+            raise
+
+    def delete_bucket(self, name: str) -> None:
+        # buckets.delete (cloud.google.com/storage/docs/json_api/v1/buckets/delete)
+        self._call(f"/storage/v1/b/{name}", method="DELETE")
+
     def names(self, url: str) -> list[str]:
         """The objects under the folder gs://BUCKET/PREFIX, their names relative to it, sorted."""
         bucket, prefix = _split(url.rstrip("/"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 
 import pytest
-from fake_compute import FakeCompute
-from fake_googleapis import FakeGoogleApis
 from gantry.cli import Environment, main
 from launcher_helpers import FIXTURE_MODULE, Deployment, NotATerminal, Result, Terminal
+from local_cloud.compute import FakeCompute
+from local_cloud.googleapis import FakeGoogleApis
 
 # Transient errors are retried after milliseconds, not the real seconds (gantry.gcp.RETRY_ENV).
 SHORT_RETRY = {"GANTRY_RETRY_INITIAL_S": "0.01", "GANTRY_RETRY_MAXIMUM_S": "0.05", "GANTRY_RETRY_DEADLINE_S": "20"}
@@ -65,7 +65,7 @@ def cli(fake, apis, deployment, monkeypatch):
 @pytest.fixture
 def metadata():
     """A metadata server (FakeMetadata) for the agent processes a test starts."""
-    from fake_metadata import FakeMetadata
+    from local_cloud.metadata import FakeMetadata
 
     with FakeMetadata() as server:
         yield server

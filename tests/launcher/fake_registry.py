@@ -12,7 +12,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer
 
 
 class FakeRegistry(LoopbackServer):

@@ -1,4 +1,4 @@
-"""A stand-in for the Cloud Storage JSON API calls gantry makes, for what fake-gcs-server (tests/gcs_server.py, the
+"""A stand-in for the Cloud Storage JSON API calls gantry makes, for what fake-gcs-server (packages/local_cloud/storage.py, the
 bucket of most tests) does not give: Google's error bodies, a chosen page size, the token of each call, a count of
 uploads. objects.list (GET /storage/v1/b/{bucket}/o: the trainer's check of a gs:// run dir, and the agent's
 restore of --sync folders with ?prefix=P, a page of ``page_size`` items at a time and nextPageToken / pageToken),
@@ -16,7 +16,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer
 
 
 class FakeStorage(LoopbackServer):

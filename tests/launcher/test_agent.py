@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import STUB_TRAINER, Node, spec, wait_until
-from fake_googleapis import error
 from launch_contract import RUN_KEY
+from local_cloud.googleapis import error
 
 STUB = [sys.executable, str(STUB_TRAINER)]
 WORKDIR = "/work"  # the stub's image's WORKDIR: where its stats file is (stub_trainer --out)

@@ -1,6 +1,6 @@
 """A launch that runs any command (RunSpec.command) with --sync folders and its own stats file: the agent's
 `docker run`, its decision when the command fails, and the agent process end to end against fake_metadata and
-fake_docker, the bucket behind fake-gcs-server (tests/gcs_server.py)."""
+fake_docker, the bucket behind fake-gcs-server (packages/local_cloud/storage.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run's --sync folders in the bucket (gantry_agent.sync, .storage, .outputs): restore before the start, copies of
-what changed while the program runs, the final copy at a stop. The bucket is fake-gcs-server (tests/gcs_server.py)
+what changed while the program runs, the final copy at a stop. The bucket is fake-gcs-server (packages/local_cloud/storage.py)
 behind the agent's own JSON API client; fake_storage stands in where a test needs what the emulator does not give:
 pages of a chosen size and the bearer token (it takes any), and Google's 403 and 404 error bodies (it has no IAM,
 and answers a missing bucket with its own body). No process: tests/launcher/test_agent_command.py runs the whole

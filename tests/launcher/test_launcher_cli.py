@@ -175,8 +175,8 @@ def test_console_script_is_declared():
 def test_make_shows_gantrys_status_and_the_console_script_returns_it(tmp_path):
     """GNU make exits 2 whatever its recipe returned (its own rule), so the status a script can rely on is the
     console script's; make's last line still carries gantry's number (docs/TROUBLESHOOTING.md)."""
-    from fake_compute import FakeCompute
-    from fake_googleapis import FakeGoogleApis
+    from local_cloud.compute import FakeCompute
+    from local_cloud.googleapis import FakeGoogleApis
 
     deployment = Deployment(tmp_path)
     deployment.write(use_gpu=True)

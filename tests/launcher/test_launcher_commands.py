@@ -1,7 +1,7 @@
 """gantry run of your own command and project (#41): the words after -- sorted into trainer flags, a torchrun program
 or a plain command; --project's image; --sync / --stats; the spec each node gets; status, stop and fetch of such a
 run. Against the fake Compute API and registry, terraform output from an outputs-only module, and the bucket behind
-fake-gcs-server (tests/gcs_server.py)."""
+fake-gcs-server (packages/local_cloud/storage.py)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def test_everything_a_failed_destroy_left_is_named_with_its_delete_command(cli, 
 
 
 def test_an_api_the_inventory_may_not_ask_is_named_not_reported_clean(cli, applied, apis):
-    from fake_googleapis import error
+    from local_cloud.googleapis import error
 
     apis.errors[r"/serviceAccounts$"] = (403, error(
         403, "PERMISSION_DENIED", "Permission 'iam.serviceAccounts.list' denied on resource (or it may not exist).",
@@ -174,7 +174,7 @@ def test_leftover_tpu_node_and_queued_resource_are_named_with_their_delete_comma
 
 
 def test_a_project_without_the_cloud_tpu_api_has_no_tpu_to_list(cli, applied, apis):
-    from fake_googleapis import error
+    from local_cloud.googleapis import error
 
     # Google's answer for an API never enabled (AIP-193 ErrorInfo, reason SERVICE_DISABLED).
     apis.errors[r"^/v2/projects/demo-project/locations/[^/]+/nodes$"] = (403, error(

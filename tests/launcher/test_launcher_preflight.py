@@ -1,10 +1,10 @@
 """gantry preflight against a fake Compute API driven by the real google-cloud-compute client."""
 
 import pytest
-from fake_compute import service_disabled
-from fake_googleapis import error
 from gantry.status import ExitStatus
 from launcher_helpers import isolated_environ, needs_terraform, run_module
+from local_cloud.compute_json import service_disabled
+from local_cloud.googleapis import error
 
 # gantry reads infra/ through the terraform binary: skip, not fail, where there is none (the dev container)
 pytestmark = [pytest.mark.terraform, needs_terraform]

@@ -2,9 +2,9 @@
 answered by the fake Compute API and the fake Resource Manager (getEffectiveOrgPolicy's real shape)."""
 
 import pytest
-from fake_googleapis import error
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
+from local_cloud.googleapis import error
 
 # gantry reads infra/ through the terraform binary: skip, not fail, where there is none (the dev container)
 pytestmark = [pytest.mark.terraform, needs_terraform]

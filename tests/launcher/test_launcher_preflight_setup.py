@@ -5,11 +5,11 @@ read from an Application Default Credentials file as `gcloud auth application-de
 import json
 
 import pytest
-from fake_googleapis import error
 from gantry import preflight, project_setup
 from gantry.gcp import find_credentials
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
+from local_cloud.googleapis import error
 
 CRM = "cloudresourcemanager.googleapis.com"
 SERVICE_USAGE = "serviceusage.googleapis.com"

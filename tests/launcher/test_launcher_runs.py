@@ -1,5 +1,5 @@
 """gantry run / status / logs / stop / fetch against the fake Compute API, with terraform output from
-an outputs-only module and the bucket behind fake-gcs-server (tests/gcs_server.py), read by gantry's own gcsfs."""
+an outputs-only module and the bucket behind fake-gcs-server (packages/local_cloud/storage.py), read by gantry's own gcsfs."""
 
 from __future__ import annotations
 
@@ -536,7 +536,7 @@ def test_your_own_torchrun_program_gets_no_selfplay_flags_and_the_same_time_limi
 
 @needs_terraform  # the price comes from infra/terraform.tfvars, which Terraform checks first
 def test_status_shows_each_nodes_uptime_and_what_it_cost_since_its_last_start(cli, world, deployment):
-    from fake_compute import _rfc3339
+    from local_cloud.compute_json import _rfc3339
 
     deployment.write()  # one c4-highcpu-16 on demand: $0.691/h
     started = time.time() - 2 * 3600 - 10

@@ -12,12 +12,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fake_compute import FakeCompute
 from gantry.cli import Environment, main
 from gantry.status import ExitStatus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from launcher_helpers import REPO, Deployment, NotATerminal, needs_terraform
+from local_cloud.compute import FakeCompute
 
 pytestmark = [pytest.mark.slow, pytest.mark.terraform, needs_terraform]
 

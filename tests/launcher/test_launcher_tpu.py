@@ -1,6 +1,6 @@
 """gantry run / status / logs / stop on a Cloud TPU VM (use_tpu): the Cloud TPU API v2 over REST, served by
 fake_googleapis with Google's JSON shapes, terraform output from an outputs-only module, and the bucket behind
-fake-gcs-server (tests/gcs_server.py). No Compute call may reach the node: a TPU VM is not a Compute instance."""
+fake-gcs-server (packages/local_cloud/storage.py). No Compute call may reach the node: a TPU VM is not a Compute instance."""
 
 from __future__ import annotations
 

@@ -1,22 +1,23 @@
-"""The user's cloud journey as one piece, with every real part this machine can run.
+"""The user's cloud journey as one piece, against the local cloud a user starts with `make local-cloud`.
 
-    make apply -> make build-train -> make run-gcp -> make status / logs -> a Spot preemption, healed by
-    make status -> make stop -> make fetch -> make run-gcp --resume -> make run-gcp -- -m toytrain.train
+    make local-cloud -> make cost -> make preflight -> make build-train -> make apply -> make push-train ->
+    make run-gcp -> make status / logs -> make preempt, healed by make status -> make stop -> make fetch ->
+    make run-gcp --resume -> make run-gcp -- -m toytrain.train -> make destroy
 
-One test walks every phase, so the image is built and pushed and the nodes boot once (each boot is minutes).
+One test walks every phase, so the image is built and pushed and the nodes boot once (each boot is minutes). The
+own-project block of the README runs through make itself in test_local_cloud.py.
 
-Real here: the terraform binary (`terraform output` of the deployment), `gantry build` building
-docker/Dockerfile and pushing it to a real registry server (Debian's docker-registry), the startup
-script Terraform renders, run as root on each "VM", the node agent it installs from instance metadata,
-the Docker engine, the trainer image and torchrun's rendezvous between two containers over loopback.
-Only Google stands in: the Compute API (FakeCompute, driven by the real google-cloud-compute client),
-each VM's metadata server (FakeMetadata) and Cloud Storage (fake-gcs-server: gantry's, the trainer's and the
-agent's own clients read and write gs://BUCKET through its JSON API).
+Real here: the terraform binary (apply and destroy of the local cloud's deployment, whose startup script Terraform
+renders from infra/modules/startup_script), `gantry build` building docker/Dockerfile and pushing it to a real
+registry server (Debian's docker-registry), that script run as root on each "VM", the node agent it installs from
+instance metadata, the Docker engine, the trainer image and torchrun's rendezvous between two containers over
+loopback. Only Google stands in (packages/local_cloud): the Compute API, driven by the real google-cloud-compute
+client, each VM's metadata server, the REST APIs preflight and destroy ask, and Cloud Storage (fake-gcs-server:
+gantry's, the trainer's and the agent's own clients read and write gs://BUCKET through its JSON API).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
@@ -31,7 +32,8 @@ from gantry.status import ExitStatus
 from gantry_agent.outputs import stats_figures
 from launch_contract import ENDED, EndRecord, RunSpec, sync_url
 from launcher_helpers import needs_terraform
-from node_twin import NOT_IN_THE_TWIN, OWN_PROJECT_MARK, REPO, TwinDeployment, free_port, readme_walkthrough
+from local_cloud.cloud import CONTAINER_LABEL
+from node_twin import TwinDeployment, free_port, readme_walkthrough
 from runs_helpers import metadata_items
 from selfplay.record_keys import END_KIND, KIND_KEY, STATS_FILE
 
@@ -72,9 +74,10 @@ def steps_in(names) -> list[int]:
     return sorted(int(m.group(1)) for name in names if (m := re.fullmatch(r"ckpt-(\d+)\.pt", name)))
 
 
-def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, monkeypatch):
-    """The README's walkthrough block in its order (readme_walkthrough), every step the twin can take, then what a
-    run meets after it: a preemption, make stop, a resume that ends by the default time budget, your own program."""
+def test_the_cloud_journey_end_to_end(engine, cli, deployment, monkeypatch):
+    """`make local-cloud`, then the README's walkthrough block in its order (readme_walkthrough), every step of it,
+    with what a run meets on the way: a run before the push, a second run, a Spot preemption, make stop, a resume
+    that ends by the default time budget, your own torchrun program; make destroy last."""
     from gantry import programs
 
     began = time.monotonic()
@@ -92,6 +95,16 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         print(f"[node twin {time.monotonic() - began:5.0f} s] {what}", flush=True)
 
     with ExitStack() as stack:
+        # make local-cloud: from here on every verb talks to it, and says so
+        twin = TwinDeployment(stack, deployment.root, nodes=len(NAMES))
+        environ, outputs, cloud = twin.environ, twin.outputs, twin.cloud
+        priced = gantry("cost", *readme_args["cost"])
+        assert priced.status == ExitStatus.OK and "2 nodes in total" in priced.stdout, priced.output
+        assert "gantry: local cloud: 2 node(s) on this machine, bills nothing" in priced.stderr, priced.stderr
+        checked = gantry("preflight", *readme_args["preflight"])
+        assert checked.status == ExitStatus.OK and "Ready" in checked.stdout, checked.output
+        phase("the local cloud is up; cost and preflight asked it")
+
         # make build-train ARGS=--no-push, as the README has it: the image is built before anything bills
         before = docker("image", "inspect", "--format", "{{.Id}}", "gantry-trainer:cpu").stdout.strip()
         built = gantry("build", *readme_args["build"], "--base-image", BASE_IMAGE)
@@ -101,11 +114,16 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         assert "--no-push" in readme_args["build"] and "Not pushed" in built.stdout, built.stdout[-2000:]
         phase("built, not pushed")
 
-        # make apply: the twin's deployment (terraform outputs, VMs in the fake Compute API, registry, bucket)
-        twin = TwinDeployment(stack, fake, deployment.infra, tmp_path, NAMES)
-        environ, outputs, vms = twin.environ, twin.outputs, twin.vms
-        ran.append("apply")
-        phase("the deployment is applied")
+        # make apply: terraform apply of the local cloud's deployment creates the Spot VMs; each boots (startup
+        # script as root -> docker login with the metadata token -> the agent as a unit)
+        applied = gantry("apply", *readme_args["apply"], answer="y")
+        assert applied.status == ExitStatus.OK, applied.output[-3000:]
+        assert "Billing: none" in applied.stdout and "Create its nodes here? [y/N]" in applied.stdout, applied.stdout
+        vms, nodes = twin.vms, twin.nodes
+        assert [vm["name"] for vm in vms] == NAMES
+        wait_until(lambda: all(vm["guestAttributes"].get("gantry/boot") == "ready" for vm in vms), timeout=300,
+                   what=f"both nodes to boot; node 0 said:\n{cloud.boot_output(0)[-3000:]}")
+        phase("the deployment is applied and both nodes booted")
 
         # make run-gcp before the image is pushed: refused with the fix, no node touched
         early = gantry("run", "--detach", "--run-id", "twin", environ=environ)
@@ -118,12 +136,8 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         assert pushed_now.status == ExitStatus.OK, pushed_now.output[-3000:]
         pushed = re.search(r"Pushed (\S+@sha256:[0-9a-f]{64})\.", pushed_now.stdout).group(1)
         assert pushed.startswith(f"{outputs['image_repository_url']}/gantry-trainer@")
-
         phase("pushed")
-        # the VMs boot: startup script as root -> docker login with the metadata token -> agent as a unit
-        nodes = twin.boot("twin")
 
-        phase("both nodes booted")
         port = str(free_port())
         started = gantry("run", "--detach", "--run-id", "twin", "--master-port", port, *TWIN_RUN,
                          "--", "--config", "connect4", *TRAINER, environ=environ)  # the kit's gantry.yaml's command
@@ -145,28 +159,27 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         print(status.stdout, flush=True)  # what a user sees: with -s, the closing notes quote it
         row0, row1 = status.stdout.splitlines()[1:3]
         assert row0.split()[:4] == ["0", "gantry-node-0", "running", "twin"] and int(row0.split()[4]) > 0
-        assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"]
+        assert row1.split()[:4] == ["1", "gantry-node-1", "running", "twin"] and row0.split()[-1] == "$0.00"
         assert re.search(r"Begin-Hard \d+\.\d%", status.stdout) and "node 0: step" in status.stdout
-        assert "launch: node 0/2" in gantry("logs", environ=environ).stdout
+        assert "launch: node 0/2" in gantry("logs", *readme_args["logs"], environ=environ).stdout
 
         # a second make run-gcp does not silently replace the run in progress
         second = gantry("run", "--detach", "--run-id", "other", environ=environ)
         assert second.status == ExitStatus.ERROR and "run twin on node(s) 0, 1" in second.stderr
 
         phase("a second run-gcp was refused")
-        # Spot preemption of node 1: agent and trainer gone at once, the VM TERMINATED. Node 0's trainer loses its
-        # peer and its agent restarts it; make status starts the stopped Spot VM, it boots again, and both ranks
-        # resume from the run's newest checkpoint and train on.
+        # make preempt NODE=1, a Spot preemption of node 1: its agent gets SIGTERM and the 30 s notice, then the VM is
+        # TERMINATED. Node 0's trainer loses its peer and its agent restarts it; make status starts the stopped Spot
+        # VM, it boots again, and both ranks resume from the run's newest checkpoint and train on.
         run_dir = TRAINER_DIR
         before = steps_in(twin.names(run_dir))[-1]
-        nodes[1].preempt("gantry-run-twin-1")
-        vms[1]["status"] = "TERMINATED"
+        said = cloud.preempt(1)
+        assert said.startswith("preempted node 1 (gantry-node-1, run twin): SIGTERM") and vms[1]["status"] == \
+            "TERMINATED", said
         healed = gantry("status", environ=environ)
         assert healed.status == ExitStatus.OK, healed.output
-        assert "Spot VM TERMINATED during run twin: starting it" in healed.stdout, healed.output
-        assert fake.started == ["gantry-node-1"] and vms[1]["status"] == "RUNNING"
-        rebooted = nodes[1].boot()
-        assert rebooted.returncode == 0, rebooted.stdout + rebooted.stderr
+        assert "Spot VM TERMINATED during run twin: starting it;" in healed.stdout, healed.output
+        assert cloud.compute.started == ["gantry-node-1"] and vms[1]["status"] == "RUNNING"
         wait_until(lambda: "resumed from" in nodes[0].output() and steps_in(twin.names(run_dir))[-1] > before,
                    timeout=600, interval=3, what=f"both ranks to resume after the preemption; node 0 said:\n"
                                     f"{nodes[0].output()[-3000:]}\nnode 1 said:\n{nodes[1].output()[-3000:]}")
@@ -217,29 +230,33 @@ def test_the_cloud_journey_end_to_end(engine, cli, fake, deployment, tmp_path, m
         ends = [r for r in records if r.get(KIND_KEY) == END_KIND]
         assert [r.get("reason") for r in ends] == ["max_minutes"], ends
         assert "time limit: the launch ends at" in nodes[0].output()
-        left_off(cli, twin, fake)
+        left_off(cli, twin)
         phase("the resumed run ended by itself before its time limit on both nodes; status started no node")
 
         # make run-gcp -- -m toytrain.train: your own torchrun program on the same nodes, once the run is done
         your_own_torchrun_program(cli, twin, nodes, pushed, stack)
         phase("your own torchrun program ran on both nodes")
 
-        # the README's own-project block: a project that knows nothing of Gantry, through a Spot preemption
-        your_own_project(cli, twin, nodes, stack, deployment, phase)
-        phase("your own project ran, was preempted, resumed from its synced checkpoints and came home")
+        # make destroy: terraform destroy deletes the nodes (each agent shut down); the bucket holds the runs, so the
+        # google provider's rule keeps it (force_destroy = false), and the inventory says so
+        destroyed = gantry("destroy", *readme_args["destroy"], answer="y")
+        assert destroyed.status == ExitStatus.OK, destroyed.output[-3000:]
+        assert f"Kept: bucket {twin.bucket_url} with the run data" in destroyed.stdout, destroyed.stdout[-3000:]
+        assert cloud.vms == [] and cloud.compute.instances == []
+        assert docker("ps", "-aq", "--filter", f"label={CONTAINER_LABEL}").stdout.split() == []
+        phase("destroyed: no node, no container; the bucket kept")
 
-    # every README step the twin can take, taken in the README's order (the others: NOT_IN_THE_TWIN)
-    expected = [verb for verb, _ in walkthrough if verb not in NOT_IN_THE_TWIN]
-    assert set(verb for verb, _ in walkthrough) - set(NOT_IN_THE_TWIN) == set(expected)
+    # every README step, taken in the README's order
+    expected = [verb for verb, _ in walkthrough]
     remaining = iter(ran)
     assert all(verb in remaining for verb in expected), f"README order {expected}, the twin ran {ran}"
 
 
-def left_off(cli, twin, fake) -> None:
+def left_off(cli, twin) -> None:
     """After a launch ended on both nodes (each agent wrote its EndRecord), the Spot VMs stop (max_run_hours, the
     agent's idle power-off): `make status`, run again and again, starts none of them. Then they are up again, as
     the twin's agents never stopped."""
-    started = list(fake.started)
+    started = list(twin.cloud.compute.started)
     for vm in twin.vms:
         vm["status"] = "TERMINATED"
     for rank in range(2):
@@ -250,7 +267,7 @@ def left_off(cli, twin, fake) -> None:
     for _ in range(3):
         status = cli("status", environ=twin.environ)
         assert status.status == ExitStatus.OK, status.output
-        assert fake.started == started and "starting it" not in status.stdout, status.stdout
+        assert twin.cloud.compute.started == started and "starting it" not in status.stdout, status.stdout
         assert status.stdout.count("terminated, left off: run twin ") == 2, status.stdout
     print(status.stdout, flush=True)
     for vm in twin.vms:
@@ -304,77 +321,3 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     out = home / sync_url("", 0, "out").lstrip("/")
     assert stats_figures((out / "stats.jsonl").read_text())[0] == steps
     assert (out / "ckpt.pt").is_file()
-
-
-# What the twin adds to the README's own-project run: a run id, a free port, copies every 3 s instead of 120, and
-# small games (the program's own flags, after the README's: argparse takes the last).
-CHESS_RUN = ["--detach", "--run-id", "chess", "--sync-every", "3"]
-CHESS_FLAGS = ["--games-per-iter", "2", "--max-plies", "30", "--workers", "1", "--iterations", "100000"]
-
-
-def your_own_project(cli, twin, nodes, stack, deployment, phase) -> None:
-    """The README's own-project block on the nodes the journey booted: examples/chess_selfplay, a project that knows
-    nothing of Gantry, built from its folder (its requirements.txt a layer of its own) and pushed, run as a plain
-    command with its checkpoint folder synced and its own stats file watched; node 1 is preempted mid-run and its
-    program, restarted by make status, finds its synced checkpoints and continues; make stop, then make fetch brings
-    each node's folder home."""
-    steps = readme_walkthrough(OWN_PROJECT_MARK)
-    assert [verb for verb, _ in steps] == ["build", "run", "fetch"], steps
-    (_, build_args), (_, run_args), _ = steps
-    project = REPO / build_args[build_args.index("--project") + 1]  # the README's folder, relative to the checkout
-
-    def in_project(args: list[str]) -> list[str]:
-        return [str(project) if a == build_args[build_args.index("--project") + 1] else a for a in args]
-
-    for rank in range(2):
-        stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-chess-{rank}"], capture_output=True,
-                       timeout=300, check=False)
-    built = cli("build", *in_project(build_args), "--base-image", BASE_IMAGE, environ=twin.environ)
-    assert built.status == ExitStatus.OK, built.output[-3000:]
-    assert "Pushed " in built.stdout, built.stdout[-2000:]
-    phase("your own project built from its folder and pushed")
-
-    started = cli("run", *CHESS_RUN, "--master-port", str(free_port()), *in_project(run_args), *CHESS_FLAGS,
-                  environ=twin.environ)
-    assert started.status == ExitStatus.OK, started.output
-    sync_folder = run_args[run_args.index("--sync") + 1]
-
-    def its_stats():
-        status = cli("status", environ=twin.environ)
-        return status if "iteration" in status.stdout and "ago" in status.stdout else None
-
-    status = wait_until(its_stats, timeout=600, interval=3,
-                        what=f"status to show the program's own stats; node 0 said:\n{nodes[0].output()[-3000:]}"
-                             f"\nits agent:\n{nodes[0].agent_output()[-3000:]}")
-    print(status.stdout)
-    synced = f"runs/chess/sync/node-1/{sync_folder}"
-    wait_until(lambda: fnmatch.filter(twin.names(synced), "model_*.pt"), timeout=300, interval=2,
-               what=f"node 1's checkpoints in the bucket; its agent said:\n{nodes[1].agent_output()[-3000:]}")
-    for rank in range(2):  # a plain command in the project's image: no entry point, the project's folder
-        facts = docker("inspect", "--format", "{{json .Config.Entrypoint}} {{.Config.WorkingDir}}",
-                       f"gantry-run-chess-{rank}")
-        assert facts.stdout.split()[1] == "/workspace", facts.stdout + facts.stderr
-
-    # Spot preemption of node 1: no final copy; make status starts the VM, the agent puts the folder back first
-    nodes[1].preempt("gantry-run-chess-1")
-    twin.vms[1]["status"] = "TERMINATED"
-    healed = cli("status", environ=twin.environ)
-    assert healed.status == ExitStatus.OK and "starting it" in healed.stdout, healed.output
-    rebooted = nodes[1].boot()
-    assert rebooted.returncode == 0, rebooted.stdout + rebooted.stderr
-    resumed = wait_until(lambda: re.search(r"resumed from \S+model_(\d+)\.pt", nodes[1].output()), timeout=300,
-                         interval=2, what=f"node 1's program to resume from its synced checkpoint; node 1 said:\n"
-                                          f"{nodes[1].output()[-3000:]}\nits agent:\n{nodes[1].agent_output()[-3000:]}")
-    assert int(resumed.group(1)) >= 1
-    phase("node 1 was preempted and its program resumed from its synced checkpoint")
-
-    stopped = cli("stop", "-y", "--timeout", "300", environ=twin.environ)
-    assert stopped.status == ExitStatus.OK, stopped.output
-    for rank in range(2):  # the agents' own record of the end: a plain command writes no trainer record
-        ended = EndRecord.from_json(twin.read(f"runs/chess/{ENDED.format(rank=rank)}"))
-        assert ended.reason == "stopped" and ended.launch.startswith("chess@"), ended
-    fetched = cli("fetch", "chess", environ=twin.environ)
-    assert fetched.status == ExitStatus.OK, fetched.output
-    for rank in range(2):
-        home = deployment.root / "runs" / "chess" / "sync" / f"node-{rank}" / sync_folder
-        assert list(home.glob("model_*.pt")) and (home / "training_stats.json").is_file(), fetched.output

@@ -136,6 +136,9 @@ LAUNCHER = "tests/launcher"
 DEVCONTAINER_RUN = Proven(f"{LAUNCHER}/test_project_build.py::"
                           "test_devcontainer_writes_the_project_image_and_keeps_an_existing_file")
 TWIN = Proven("tests/launcher/test_node_twin.py::test_the_cloud_journey_end_to_end")
+# make local-cloud, apply, the README's own-project block with make preempt in it, destroy, make local-cloud-down
+LOCAL_CLOUD = Proven("tests/launcher/test_local_cloud.py::"
+                     "test_a_user_rehearses_their_own_project_on_the_local_cloud_through_make")
 # gantry run-local on the example project's image, its checkpoints checked for the user's uid
 RUN_LOCAL = Proven("tests/docker/test_project_image.py::"
                    "test_a_requirements_project_builds_on_the_kit_torch_and_a_code_edit_rebuilds_only_the_code")
@@ -175,7 +178,10 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
                              "test_apply_says_what_it_creates_and_bills_then_asks_at_a_terminal")),
     (r"^make apply ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_y_does_not_ask")),
     (r"^make (build-train|push-train)( ARGS=--no-push| BASE_IMAGE=gantry-base:bookworm)?$", TWIN),
-    (r"^make build-train PROJECT=", TWIN),
+    (r"^make build-train PROJECT=", LOCAL_CLOUD),
+    (r"^make (local-cloud( NODES=\d+)?|local-cloud-down|preempt NODE=\d+)$", LOCAL_CLOUD),
+    (r"^make preempt$", Proven(f"{LAUNCHER}/test_local_cloud.py::"
+                               "test_preempt_without_a_local_cloud_or_a_node_says_what_to_type")),
     (r"^make run-local( .*)?$", RUN_LOCAL),  # the README's own-project block; PROJECT=DIR in prose
     (r"^make build-train GPU=1$", Proven("tests/docker/test_cpu_image.py::"
                                          "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),

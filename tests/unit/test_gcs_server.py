@@ -1,4 +1,4 @@
-"""The tests' bucket (tests/gcs_server.py): fake-gcs-server answers the Cloud Storage JSON API, goes with its objects
+"""The tests' bucket (packages/local_cloud/storage.py): fake-gcs-server answers the Cloud Storage JSON API, goes with its objects
 when the block ends, and the docs name the version the wheel bundles."""
 
 import json
@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 from checkout import REPO
-from gcs_server import gcs_server, version
+from local_cloud.storage import gcs_server, version
 
 DOCS = REPO / "docs"
 

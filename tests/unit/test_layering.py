@@ -34,7 +34,8 @@ def top_level(names: set[str]) -> set[str]:
 
 @pytest.mark.parametrize(("package", "forbidden"), [("selfplay", "gantry"), ("gantry", "selfplay"),
                                                      ("toytrain", "gantry"), ("toytrain", "selfplay"),
-                                                     ("selfplay", "gantry_agent"), ("gantry", "gantry_agent")])
+                                                     ("selfplay", "gantry_agent"), ("gantry", "gantry_agent"),
+                                                     ("gantry", "local_cloud"), ("selfplay", "local_cloud")])
 def test_the_trainers_and_the_launcher_do_not_import_each_other(package, forbidden):
     files = sorted((PACKAGES / package).rglob("*.py"))
     assert files, f"no modules under packages/{package}"

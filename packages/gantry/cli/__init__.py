@@ -10,6 +10,7 @@ unknown words) ends the verb's usage error for a flag it does not know. Known fa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from gantry import local_world
 from gantry.cli import (
     apply,
     build,
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     if args.var_file is None:
         args.var_file = args.infra_dir / "terraform.tfvars"
     try:
+        env = _in_local_cloud(args, env)
         return args.run(args, env)
     except GantryError as error:
         if args.debug:
@@ -153,3 +156,15 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         print(f"gantry: error: {type(error).__name__}: {error}. Rerun with --debug for the traceback.",
               file=env.stderr, flush=True)
         return ExitStatus.ERROR
+
+
+def _in_local_cloud(args, env: Environment) -> Environment:
+    """While `make local-cloud` is up, every verb talks to it (its deployment folder, its endpoints) and says so
+    first; otherwise to Google Cloud, unchanged (gantry.local_world)."""
+    world = local_world.current(local_world.folder_of(env.environ))
+    if world is None:
+        return env
+    args.infra_dir, args.var_file = Path(world.infra_dir), world.var_file
+    os.environ.update(world.environ)  # gcsfs and google-cloud-storage in this process read the bucket's endpoint here
+    print(world.banner(), file=env.stderr, flush=True)
+    return dataclasses.replace(env, environ={**env.environ, **world.environ, local_world.LOCAL_ENV: world.infra_dir})

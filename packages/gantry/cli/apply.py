@@ -9,6 +9,7 @@ from gantry import config, cost, diagnose, preflight, propagation
 from gantry.cli import preflight as preflight_cli
 from gantry.errors import CheckFailed, GantryError, TerraformError
 from gantry.gcp import Compute
+from gantry.local_world import LOCAL_ENV
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
 
@@ -74,7 +75,9 @@ def run(args, env) -> ExitStatus:
     for key in ("node_names", "bucket", "image_repository_url"):
         if key in outputs:
             env.say(f"  {key}: {outputs[key]}")
-    if estimate.hourly is not None:
+    if LOCAL_ENV in env.environ:
+        env.say("Billing: none, these nodes are containers on this machine (the local cloud).")
+    elif estimate.hourly is not None:
         env.say(f"Billing now: about ${estimate.hourly:.2f}/h until `make destroy`.")
     env.say("Next: `make build-train` (builds the image and pushes it to the deployment's repository), "
             "then `make run-gcp` (training).")
@@ -87,11 +90,15 @@ def confirm(d, estimate, args, env) -> None:
     nodes = f"{d.node_count} x {f'{d.tpu_type} TPU VM' if d.use_tpu else d.shape} ({'Spot' if d.spot else 'on-demand'})"
     env.say("", f"To create in project {d.project_id}, zone {d.zone}: {nodes}, and the network, service account, "
                 "image registry and bucket they use.")
-    if estimate.hourly is not None:
+    if LOCAL_ENV in env.environ:
+        env.say("Billing: none, the local cloud's nodes are containers on this machine"
+                + (f" (on Google Cloud: ${estimate.hourly:.2f}/h)." if estimate.hourly is not None else "."))
+    elif estimate.hourly is not None:
         env.say(f"Billing: ${estimate.node_hourly:.2f}/h per node, ${estimate.hourly:.2f}/h in total, from now until "
                 f"the nodes power off or `make destroy`" + (" (free under a TRC allocation)." if estimate.free_under_trc
                                                                else "."))
-    env.confirm_or_refuse("Create it and start billing?", yes=args.yes, verb="apply", nothing="nothing was created")
+    question = "Create its nodes here?" if LOCAL_ENV in env.environ else "Create it and start billing?"
+    env.confirm_or_refuse(question, yes=args.yes, verb="apply", nothing="nothing was created")
 
 
 def _zones_to_try(d, outputs: dict, env) -> list[str]:

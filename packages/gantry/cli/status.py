@@ -8,6 +8,7 @@ from launch_contract import STEP_KEYS, State
 
 from gantry import config, cost, nodes, runs, stats_reports
 from gantry.errors import GantryError
+from gantry.local_world import LOCAL_ENV
 from gantry.status import ExitStatus
 
 NAME = "status"
@@ -97,7 +98,7 @@ def run(args, env) -> ExitStatus:
     statuses = [api.node_status(node) for node in cluster.nodes]
     if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
         statuses = [api.node_status(node) for node in cluster.nodes]
-    hourly = node_hourly(args)
+    hourly = 0.0 if LOCAL_ENV in env.environ else node_hourly(args)  # the local cloud's nodes bill nothing
     # UP and COST last: scripts (and the node twin) read the first columns by position
     env.say(f"{'NODE':<5} {'NAME':<24} {'STATE':<14} {'RUN':<24} {'STEP':>8}  {'HEARTBEAT':<10} {'UP':>6} {'COST':>7}")
     for s in statuses:
