@@ -78,7 +78,8 @@ def node_ids(deployment) -> dict[int, str]:
 
 
 def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_there(cli, deployment):
-    deployment.write(fallback_zones=["us-central1-b", "us-central1-c"],
+    # zone set in the file, as infra/terraform.tfvars.example sets it: the fallback's -var must win over it
+    deployment.write(zone="us-central1-a", fallback_zones=["us-central1-b", "us-central1-c"],
                      stocked_out_zones=["us-central1-a", "us-central1-b"])
     result = cli("apply", "-y")
     assert result.status == ExitStatus.OK, result.output
@@ -92,7 +93,7 @@ def test_a_stockout_moves_the_nodes_to_the_next_fallback_zone_and_they_stay_ther
     placed = node_ids(deployment)
 
     # zone has capacity again and the user adds a node: node 0 stays in us-central1-c, not recreated in -a
-    deployment.write(node_count=2, fallback_zones=["us-central1-b", "us-central1-c"])
+    deployment.write(zone="us-central1-a", node_count=2, fallback_zones=["us-central1-b", "us-central1-c"])
     grown = cli("apply", "-y")
     assert grown.status == ExitStatus.OK, grown.output
     assert "The nodes are in us-central1-c, where a stock-out in us-central1-a moved them" in grown.stdout
