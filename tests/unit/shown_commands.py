@@ -179,9 +179,10 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
     (r"^make apply ARGS=-y$", Proven(f"{LAUNCHER}/test_launcher_apply.py::test_apply_y_does_not_ask")),
     (r"^make (build-train|push-train)( ARGS=--no-push| BASE_IMAGE=gantry-base:bookworm)?$", TWIN),
     (r"^make build-train PROJECT=", LOCAL_CLOUD),
-    (r"^make (local-cloud( NODES=\d+)?|local-cloud-down|preempt NODE=\d+)$", LOCAL_CLOUD),
-    (r"^make preempt$", Proven(f"{LAUNCHER}/test_local_cloud.py::"
-                               "test_preempt_without_a_local_cloud_or_a_node_says_what_to_type")),
+    (r"^make (local-cloud( NODES=\d+)?|local-cloud-down|preempt NODE=\d+|fault FAULT=(stockout|quota|none))$",
+     LOCAL_CLOUD),
+    (r"^make (preempt|fault)$", Proven(f"{LAUNCHER}/test_local_cloud.py::"
+                                       "test_preempt_or_fault_without_a_local_cloud_or_a_node_says_what_to_type")),
     (r"^make run-local( .*)?$", RUN_LOCAL),  # the README's own-project block; PROJECT=DIR in prose
     (r"^make build-train GPU=1$", Proven("tests/docker/test_cpu_image.py::"
                                          "test_cuda_dockerfile_builds_to_torch_and_refuses_a_cpu_torch")),
