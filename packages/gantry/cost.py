@@ -150,9 +150,12 @@ def describe_pace_cost(node_hourly: float, per_s: float, unit: str) -> str:
             "list price)")
 
 
-def render(result: Estimate) -> list[str]:
-    """Lines a person reads: per-node breakdown, the deployment's $/h, a run's cost."""
+def render(result: Estimate, local: bool = False) -> list[str]:
+    """Lines a person reads: per-node breakdown, the deployment's $/h, a run's cost. ``local``: the deployment is the
+    local cloud's (gantry.local_world), which bills none of it."""
     lines = [f"Cost estimate (list prices, table dated {result.table_date}; packages/gantry/prices.json):"]
+    if local:
+        lines.append("  the local cloud bills none of it; on Google Cloud the same deployment would cost:")
     if result.free_under_trc:
         lines.append("  free under a TRC allocation (TPU Research Cloud); without one it would cost:")
     for what, hourly in result.lines:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from gantry.gcp import APIS_ENDPOINT_ENV, ENDPOINT_ENV
 from gantry.local_world import WORLD_FILE, LocalWorld
 from gantry_agent import shipped_files
 from launch_contract import NAMESPACE, RUN_KEY, RunSpec
@@ -101,8 +102,7 @@ class LocalCloud:
     @property
     def environ(self) -> dict[str, str]:
         """What gantry's clients need to reach this world instead of Google's."""
-        return {"GANTRY_COMPUTE_ENDPOINT": self.compute.endpoint, "GANTRY_GOOGLEAPIS_ENDPOINT": self.apis.endpoint,
-                **self.bucket.environ}
+        return {ENDPOINT_ENV: self.compute.endpoint, APIS_ENDPOINT_ENV: self.apis.endpoint, **self.bucket.environ}
 
     def world(self) -> LocalWorld:
         return LocalWorld(pid=os.getpid(), nodes=self.count, infra_dir=str(self.folder / "infra"),

@@ -100,6 +100,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, deployment, monkeypatch):
         environ, outputs, cloud = twin.environ, twin.outputs, twin.cloud
         priced = gantry("cost", *readme_args["cost"])
         assert priced.status == ExitStatus.OK and "2 nodes in total" in priced.stdout, priced.output
+        assert "the local cloud bills none of it; on Google Cloud the same deployment would cost:" in priced.stdout
         assert "gantry: local cloud: 2 node(s) on this machine, bills nothing" in priced.stderr, priced.stderr
         checked = gantry("preflight", *readme_args["preflight"])
         assert checked.status == ExitStatus.OK and "Ready" in checked.stdout, checked.output

@@ -51,7 +51,7 @@ def run(args, env) -> ExitStatus:
     deployment = config.load(args.var_file, args.infra_dir)
     if args.skip_preflight:
         estimate = cost.estimate(deployment)
-        env.say(*cost.render(estimate))
+        env.say(*cost.render(estimate, local=LOCAL_ENV in env.environ))
     else:
         report = preflight_cli.check(deployment, env)
         if report.failed:

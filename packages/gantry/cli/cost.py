@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gantry import config, cost
+from gantry.local_world import LOCAL_ENV
 from gantry.status import ExitStatus
 
 NAME = "cost"
@@ -32,5 +33,5 @@ def add_arguments(parser) -> None:
 def run(args, env) -> ExitStatus:
     deployment = config.load(args.var_file, args.infra_dir)
     env.say(f"Deployment: {deployment.describe()}")
-    env.say(*cost.render(cost.estimate(deployment, trc=args.trc)))
+    env.say(*cost.render(cost.estimate(deployment, trc=args.trc), local=LOCAL_ENV in env.environ))
     return ExitStatus.OK

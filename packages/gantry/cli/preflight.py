@@ -5,6 +5,7 @@ from __future__ import annotations
 from gantry import checks, config, cost, preflight, project_setup
 from gantry.errors import CheckFailed
 from gantry.gcp import Compute, GoogleApis
+from gantry.local_world import LOCAL_ENV
 from gantry.status import ExitStatus
 
 NAME = "preflight"
@@ -50,5 +51,5 @@ def check(deployment, env) -> preflight.Report:
     report.checks[:0] = first.checks
     env.say(*preflight.render(report))
     estimate = cost.estimate(deployment, cpus=report.cpus_per_node, memory_gb=report.memory_gb_per_node)
-    env.say(*cost.render(estimate))
+    env.say(*cost.render(estimate, local=LOCAL_ENV in env.environ))
     return report

@@ -116,7 +116,7 @@ def run(args, env) -> ExitStatus:
     spec, master = statuses[0].spec, statuses[0].report
     if spec is not None and master.run == spec.run_id:
         pace = spec.show.get("pace")
-        if pace and hourly is not None and pace["key"] in master.figures:
+        if pace and hourly and pace["key"] in master.figures:  # none for the local cloud, which bills nothing
             # measured on the node you rent, so C4 and N1 + T4 compare by what they cost per unit of work
             env.say("node 0: " + cost.describe_pace_cost(hourly, master.figures[pace["key"]], pace["unit"]))
         for line in stats_reports.report_lines(spec, cluster.run_url(spec.run_id, env.environ)):
