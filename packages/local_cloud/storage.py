@@ -73,15 +73,19 @@ class GcsServer:
         # buckets.insert (cloud.google.com/storage/docs/json_api/v1/buckets/insert)
         self._call("/storage/v1/b", json.dumps({"name": name}).encode(), "POST")
 
-    def bucket_exists(self, name: str) -> bool:
-        # buckets.get (cloud.google.com/storage/docs/json_api/v1/buckets/get): 404 when there is none
+    def _found(self, path: str) -> bool:
+        """Whether a GET of ``path`` answers, not 404."""
         try:
-            self._call(f"/storage/v1/b/{name}")
+            self._call(path)
             return True
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return False
             raise
+
+    def bucket_exists(self, name: str) -> bool:
+        # buckets.get (cloud.google.com/storage/docs/json_api/v1/buckets/get): 404 when there is none
+        return self._found(f"/storage/v1/b/{name}")
 
     def delete_bucket(self, name: str) -> None:
         # buckets.delete (cloud.google.com/storage/docs/json_api/v1/buckets/delete)
@@ -102,13 +106,7 @@ class GcsServer:
 
     def exists(self, url: str) -> bool:
         bucket, name = _split(url)
-        try:
-            self._call(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}")
-            return True
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return False
-            raise
+        return self._found(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}")
 
     def read(self, url: str) -> bytes:
         """The object's data (objects.get with alt=media); FileNotFoundError where there is none."""

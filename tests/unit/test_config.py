@@ -167,7 +167,7 @@ def test_a_node_session_plans_its_end_before_the_launchs_deadline_and_keeps_a_so
     deadline = {DEADLINE_ENV: "10000"}  # the agent stops the program then (epoch seconds)
     planned = within_deadline(cfg, deadline, now=10000 - 3600)
     assert planned.run.max_minutes == round((3600 - DEADLINE_MARGIN_S) / 60, 2)  # a minute before it
-    assert within_deadline(cfg, deadline, now=10000 - 40).run.max_minutes == 0.5  # a quarter of what is left
+    assert within_deadline(cfg, deadline, now=10000 - 40).run.max_minutes == 0.33  # half of what is left
     assert within_deadline(cfg, deadline, now=10000 + 5).run.max_minutes == 0.01  # past it: end at once, not never
     sooner = load(resolve_config("tictactoe"), ["--run.max_minutes=30"])
     assert within_deadline(sooner, deadline, now=10000 - 3600) is sooner

@@ -18,7 +18,9 @@ DESCRIPTION = HELP
 EPILOG = settings_help()
 TAKES_OVERRIDES = True  # --section.key=value settings; the help lists them, unwrapped
 # What the session leaves itself before the launch's deadline: stopping the actors, the final checkpoint and its copy
-# to the bucket, so it ends on its own (its end record, its last evaluation) before the agent's SIGTERM would.
+# to the bucket, so it ends on its own (its end record, its last evaluation) before the agent's SIGTERM would. The
+# budget counts from the training loop's start, so what comes before it (the process group, the resume, the actors'
+# start: 20 s for four ranks on a loaded 2-core machine) is spent from this margin too; a short launch keeps half.
 DEADLINE_MARGIN_S = 60.0
 
 
@@ -28,12 +30,12 @@ def add_arguments(parser) -> None:
 
 def within_deadline(cfg, environ, now: float | None = None):
     """The config with this session's budget (run.max_minutes) ending before the launch's deadline (DEADLINE_ENV, set
-    on a node by the agent, which stops the program then), less DEADLINE_MARGIN_S (a quarter of what is left at most);
+    on a node by the agent, which stops the program then), less DEADLINE_MARGIN_S (half of what is left at most);
     a budget of its own that ends sooner is kept. The same config without a deadline."""
     if not environ.get(DEADLINE_ENV):
         return cfg
     left = float(environ[DEADLINE_ENV]) - (time.time() if now is None else now)
-    minutes = max(0.01, (left - min(DEADLINE_MARGIN_S, left / 4)) / 60)  # 0 would mean no budget at all
+    minutes = max(0.01, (left - min(DEADLINE_MARGIN_S, left / 2)) / 60)  # 0 would mean no budget at all
     if cfg.run.max_minutes and cfg.run.max_minutes <= minutes:
         return cfg
     return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, max_minutes=round(minutes, 2)))
