@@ -17,6 +17,7 @@ import os
 
 import pytest
 from gantry.local_world import FOLDER_ENV
+from local_cloud.storage import GCSFS_LAYOUT_ENV
 
 # The shown-commands layer's end-of-suite verdict: every test named as a doc command's proof ran (tests/shown_proof.py).
 pytest_plugins = ["shown_proof"]
@@ -32,6 +33,11 @@ for _inherited in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
 # A local cloud the developer left up (`make local-cloud`, in the checkout's .local-cloud/) would take over every
 # cloud verb the tests run through make in the checkout: they look for theirs where none is, unless a test sets its own.
 os.environ[FOLDER_ENV] = os.path.join(os.path.dirname(__file__), ".no-local-cloud-in-the-tests")
+
+# gcsfs picks its filesystem class when it is first imported (GCSFS_LAYOUT_ENV, local_cloud.storage): a test that
+# imports it before a bucket fixture sets the variable (the node twin does) would otherwise ask the Storage Control
+# API, which no stand-in serves, before every bucket it touches. The suite never reaches Google's real Cloud Storage.
+os.environ[GCSFS_LAYOUT_ENV] = "false"
 
 GROUPS = (  # (start of the test's id, group)
     ("tests/docker/", "engine"),
