@@ -54,17 +54,23 @@ def folder_of(environ) -> Path:
     return Path(environ.get(FOLDER_ENV) or FOLDER)
 
 
-def current(folder: Path = FOLDER) -> LocalWorld | None:
-    """The local cloud that is up here, None when there is none; a world file whose process is gone is refused (a
-    verb would otherwise talk to Google while the user thinks it is local, or to endpoints nobody serves)."""
+def read(folder: Path) -> LocalWorld | None:
+    """The world file as it is, its process alive or not; None when there is none."""
     try:
-        raw = json.loads((folder / WORLD_FILE).read_text())
-        world = LocalWorld(**raw)
+        return LocalWorld(**json.loads((folder / WORLD_FILE).read_text()))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError) as exc:
         raise GantryError(f"{folder / WORLD_FILE} is unreadable ({exc})",
                           "Run `make local-cloud-down` to clear it, then `make local-cloud` again.") from exc
+
+
+def current(folder: Path = FOLDER) -> LocalWorld | None:
+    """The local cloud that is up here, None when there is none; a world file whose process is gone is refused (a
+    verb would otherwise talk to Google while the user thinks it is local, or to endpoints nobody serves)."""
+    world = read(folder)
+    if world is None:
+        return None
     if not alive(world.pid):
         raise GantryError(f"the local cloud's process (pid {world.pid}) is gone, but {folder / WORLD_FILE} says it is "
                           "up", "Run `make local-cloud-down` to clear what it left, then `make local-cloud` for a "

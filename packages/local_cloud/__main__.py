@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from gantry.errors import GantryError
-from gantry.local_world import WORLD_FILE, LocalWorld, alive, current, folder_of
+from gantry.local_world import WORLD_FILE, LocalWorld, alive, current, folder_of, read
 
 UP_TIMEOUT_S = 90
 FAULTS = ("stockout", "quota", "none")
@@ -93,10 +93,8 @@ def up(args) -> int:
 def down(args) -> int:
     folder: Path = args.dir
     try:
-        world = LocalWorld(**json.loads((folder / WORLD_FILE).read_text()))
-    except FileNotFoundError:
-        world = None
-    except (OSError, ValueError, TypeError):
+        world = read(folder)  # a dead one's too: down clears what it left
+    except GantryError:  # unreadable: nothing to signal, the sweep below still runs
         world = None
     began = time.monotonic()
     if world is not None and alive(world.pid):
@@ -117,7 +115,7 @@ def down(args) -> int:
 
 def sweep(folder: Path, world: LocalWorld | None) -> int:
     """What a local cloud that died left: its process group, its nodes' agents, its containers."""
-    from local_cloud.cloud import CONTAINER_LABEL
+    from local_cloud.cloud import remove_containers
 
     left = 0
     groups = [world.pid] if world else []
@@ -128,11 +126,7 @@ def sweep(folder: Path, world: LocalWorld | None) -> int:
             left += 1
         except OSError:
             pass
-    listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}={folder.resolve()}"],
-                            capture_output=True, text=True, timeout=60, check=False).stdout.split()
-    if listed:
-        subprocess.run(["docker", "rm", "-f", *listed], capture_output=True, timeout=300, check=False)
-    return left + len(listed)
+    return left + remove_containers(str(folder.resolve()))
 
 
 def preempt(args) -> int:
@@ -148,8 +142,8 @@ def create_nodes(args) -> int:
     try:
         names = request(args.dir, "/nodes", {"count": args.count, "script": os.environ["STARTUP_SCRIPT"],
                                              "zone": args.zone}, "create its nodes")["nodes"]
-    except GantryError as refused:  # a stock-out or a quota: the google provider's words, which gantry apply reads
-        print(f"Error: {refused.what.removeprefix('cannot create its nodes: ')}", file=sys.stderr)
+    except Refused as refused:  # a stock-out or a quota: the google provider's words, which gantry apply reads
+        print(f"Error: {refused.said}", file=sys.stderr)
         return 1
     print(f"local-cloud: created {', '.join(names)} in {args.zone}; each boots now (startup script, then its agent)")
     return 0
@@ -183,8 +177,8 @@ def delete_bucket(args) -> int:
         return 0
     try:
         print(f"local-cloud: bucket {request(args.dir, '/bucket/delete', {}, 'delete its bucket')['said']}")
-    except GantryError as refused:  # the google provider's words, which `gantry destroy` reads (gantry.bucket)
-        print(refused.what.removeprefix("cannot delete its bucket: "), file=sys.stderr)
+    except Refused as refused:  # the google provider's words, which `gantry destroy` reads (gantry.bucket)
+        print(refused.said, file=sys.stderr)
         return 1
     return 0
 
@@ -206,8 +200,15 @@ def request(folder: Path, path: str, body: dict, what: str) -> dict:
         with urllib.request.urlopen(call, timeout=600) as answer:
             return json.loads(answer.read())
     except urllib.error.HTTPError as error:
-        said = json.loads(error.read() or b"{}").get("error", f"HTTP {error.code}")
-        raise GantryError(f"cannot {what}: {said}", "") from None
+        raise Refused(what, json.loads(error.read() or b"{}").get("error", f"HTTP {error.code}")) from None
+
+
+class Refused(GantryError):
+    """The local cloud said no to a request; ``said`` is its answer as it gave it (a provider's words, for Terraform)."""
+
+    def __init__(self, what: str, said: str):
+        super().__init__(f"cannot {what}: {said}", "")
+        self.said = said
 
 
 def missing_tools() -> None:

@@ -30,7 +30,6 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from gantry.gcp import APIS_ENDPOINT_ENV, ENDPOINT_ENV
@@ -40,7 +39,7 @@ from launch_contract import NAMESPACE, RUN_KEY, RunSpec
 
 from local_cloud.compute import REPO, FakeCompute
 from local_cloud.googleapis import FakeGoogleApis
-from local_cloud.loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer, StandInHandler
 from local_cloud.metadata import FakeMetadata
 from local_cloud.node import LocalNode, LocalRegistry
 from local_cloud.storage import gcs_server
@@ -66,7 +65,6 @@ class Vm:
     record: dict
     metadata: FakeMetadata
     node: LocalNode
-    booting: threading.Thread | None = None
 
 
 class LocalCloud:
@@ -219,8 +217,7 @@ output "node_zones" {{
             with open(vm.node.root / "boot.log", "a") as log:
                 log.write(booted.stdout + booted.stderr + f"\n[boot exited {booted.returncode}]\n")
 
-        vm.booting = threading.Thread(target=run, daemon=True, name=f"boot {vm.record['name']}")
-        vm.booting.start()
+        threading.Thread(target=run, daemon=True, name=f"boot {vm.record['name']}").start()
 
     def boot_output(self, rank: int) -> str:
         """What node ``rank``'s boots printed (the startup script's output and exit status)."""
@@ -302,16 +299,17 @@ output "node_zones" {{
                 "`make status` starts it again, and the run resumes.")
 
 
-def remove_containers(folder: str, name: str | None = None) -> None:
-    """The local nodes' containers (their label), or one of them."""
+def remove_containers(folder: str, name: str | None = None) -> int:
+    """The local nodes' containers (their label), or one of them; how many there were."""
     listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}={folder}",
                              *(["--filter", f"name=^{name}$"] if name else [])],
                             capture_output=True, text=True, timeout=60, check=False)
     if listed.stdout.split():
         subprocess.run(["docker", "rm", "-f", *listed.stdout.split()], capture_output=True, timeout=300, check=False)
+    return len(listed.stdout.split())
 
 
-class _ControlHandler(BaseHTTPRequestHandler):
+class _ControlHandler(StandInHandler):
     """The local cloud's own requests (terraform's provisioners, `make preempt`): JSON in, JSON out."""
 
     fake: Control
@@ -334,23 +332,12 @@ class _ControlHandler(BaseHTTPRequestHandler):
             elif self.path == "/preempt":
                 answer = {"said": cloud.preempt(int(body["node"]))}
             else:
-                self._answer(404, {"error": f"no such request {self.path}"})
+                self.reply_json(404, {"error": f"no such request {self.path}"})
                 return
         except LookupError as exc:
-            self._answer(409, {"error": str(exc.args[0])})
+            self.reply_json(409, {"error": str(exc.args[0])})
             return
-        self._answer(200, answer)
-
-    def _answer(self, status: int, body: dict) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format, *args) -> None:
-        pass
+        self.reply_json(200, answer)
 
 
 @dataclass

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from local_cloud.loopback import StandInHandler
 
 
 def _quotas(quotas: dict[str, tuple[float, float]]) -> list[dict]:
@@ -69,7 +70,7 @@ def service_disabled(project: str) -> tuple[int, str, str]:
              "then retry."))
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(StandInHandler):
     fake: object  # the FakeCompute serving it
 
     def do_POST(self) -> None:
@@ -86,16 +87,10 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 0:  # a connection reset: no answer at all
             self.close_connection = True
             return
-        html = isinstance(body, str)
-        payload = body.encode() if html else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=UTF-8" if html else "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format, *args) -> None:  # keep pytest output clean
-        pass
+        if isinstance(body, str):  # Google's front end answers some errors with an HTML page
+            self.reply(status, body.encode(), "text/html; charset=UTF-8")
+        else:
+            self.reply_json(status, body)
 
 
 def _rfc3339(epoch: float) -> str:

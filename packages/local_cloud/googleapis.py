@@ -25,10 +25,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from local_cloud.loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer, StandInHandler
 
 
 @dataclass
@@ -262,7 +261,7 @@ def error(code: int, status: str, message: str, reason: str = "", service: str =
     return {"error": body}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(StandInHandler):
     fake: FakeGoogleApis
 
     def _serve(self, method: str) -> None:
@@ -271,12 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}") if length else {}
         self.fake.requests.append(f"{method} {self.path}")
         status, answer = self.fake.handle(method, url.path, parse_qs(url.query), body)
-        payload = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.reply_json(status, answer)
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -286,9 +280,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._serve("PATCH")
-
-    def log_message(self, format, *args) -> None:
-        pass
 
 
 FakeGoogleApis.handler_class = _Handler

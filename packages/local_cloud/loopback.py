@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class StandInHandler(BaseHTTPRequestHandler):
+    """A stand-in's request handler: ``reply`` answers, and the server's per-request log stays out of the output."""
+
+    def reply(self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def reply_json(self, status: int, body) -> None:
+        self.reply(status, json.dumps(body).encode(), "application/json; charset=UTF-8")
+
+    def log_message(self, format, *args) -> None:
+        pass
 
 
 class LoopbackServer:

@@ -25,10 +25,10 @@ import json
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from local_cloud.loopback import LoopbackServer
+from local_cloud.loopback import LoopbackServer, StandInHandler
 
 ROOT = "/computeMetadata/v1/"
 MAX_WAIT_S = 60
@@ -119,7 +119,7 @@ def _etag(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(StandInHandler):
     fake: FakeMetadata
 
     def _answer(self, method: str) -> None:
@@ -136,24 +136,13 @@ class _Handler(BaseHTTPRequestHandler):
             status, body, etag = self.fake.put(unquote(url.path[len(ROOT):]), self.rfile.read(length).decode())
         else:
             status, body, etag = self.fake.get(unquote(url.path[len(ROOT):]), parse_qs(url.query))
-        payload = body.encode()
-        self.send_response(status)
-        self.send_header("Metadata-Flavor", "Google")
-        self.send_header("Content-Type", "application/text")
-        if etag:
-            self.send_header("ETag", etag)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.reply(status, body.encode(), "application/text", {"Metadata-Flavor": "Google", **({"ETag": etag} if etag else {})})
 
     def do_GET(self) -> None:
         self._answer("GET")
 
     def do_PUT(self) -> None:
         self._answer("PUT")
-
-    def log_message(self, format, *args) -> None:
-        pass
 
 
 FakeMetadata.handler_class = _Handler
