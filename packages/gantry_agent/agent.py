@@ -33,9 +33,10 @@ from .decide import (
     Start,
     Stop,
     after_progress,
-    backoff,
     decide,
     power_off_due,
+    start_failed,
+    started,
 )
 from .ending import Endings
 from .metadata import Metadata, MetadataError, TokenBucket
@@ -52,15 +53,11 @@ class Agent:
         self.reports = TokenBucket(settings.reports_per_minute, settings.report_burst)
         self.etag = ""
         self.spec = None
-        self.state, self.detail = State.IDLE, ""
+        # What decide() reads and returns: the container held, its launch's crashes and back-off, the crash loop.
+        self.m = Memory(started_at=time.monotonic())
+        self.detail = ""  # the state's detail, as the report shows it
         self.step, self.figures = None, {}
-        self.container = None  # name of the container this agent started or adopted
-        self.seen_running = set()  # containers seen running by this process: their exit 0 means "finished"
-        self.launch, self.crashes, self.next_start = "", 0, 0.0
         self.idle_since = time.monotonic()
-        # Crash loop: since when the trainer has exited non-zero with no new training step (None: not looping),
-        # the step at that moment, and when the current container started.
-        self.loop_since, self.loop_step, self.started_at = None, None, time.monotonic()
         self.powered_off = False
         self.published, self.published_at = None, 0.0
         self.follower = None
@@ -127,7 +124,7 @@ class Agent:
     def reconcile(self) -> None:
         """Observe, decide (``decide``), act."""
         spec, halted = self.spec, self.powered_off or self.out_of_time
-        names = set() if halted else {n for n in (spec.container if spec else None, self.container) if n}
+        names = set() if halted else {n for n in (spec.container if spec else None, self.m.container) if n}
         statuses = {name: self.docker.status(name) for name in names}
         outputs = self.outputs if self.outputs and self.outputs.container in statuses else None
         if outputs:
@@ -137,20 +134,10 @@ class Agent:
             spec=spec, now=now, statuses=statuses, wall=time.time(),
             finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished),
             step=self.step, halted=halted, last_line=outputs.last_line if outputs else "",
-            quiet_s=now - max(self.started_at, outputs.changed_at) if outputs else None)
-        memory, actions = decide(self.memory(), observed, self.s.restart_seconds, self.s.crash_loop_minutes)
-        self.remember(memory)
+            quiet_s=now - max(self.m.started_at, outputs.changed_at) if outputs else None)
+        self.m, actions = decide(self.m, observed, self.s.restart_seconds, self.s.crash_loop_minutes)
         for action in actions:
             self.act(action)
-
-    def memory(self) -> Memory:
-        return Memory(self.state, self.container, self.launch, self.crashes, self.next_start,
-                      frozenset(self.seen_running), self.loop_since, self.loop_step, self.started_at)
-
-    def remember(self, m: Memory) -> None:
-        self.container, self.launch, self.crashes, self.next_start = m.container, m.launch, m.crashes, m.next_start
-        self.seen_running = set(m.seen_running)
-        self.loop_since, self.loop_step, self.started_at = m.loop_since, m.loop_step, m.started_at
 
     def act(self, action) -> None:
         if isinstance(action, Stop):
@@ -190,15 +177,12 @@ class Agent:
             outputs.workdir = self.docker.workdir(spec.image)
             self.docker.checked(*docker_run_args(spec, self.run_folder(spec), self.s, outputs.workdir), timeout=300)
         except (RuntimeError, MetadataError, StorageError, OSError, subprocess.TimeoutExpired) as exc:
-            self.crashes += 1
-            delay = backoff(self.crashes, self.s.restart_seconds)
-            self.next_start = time.monotonic() + delay
+            self.m, delay = start_failed(self.m, time.monotonic(), self.s.restart_seconds)
             self.log(f"could not start run {spec.run_id}: {exc}; retrying in {delay:.0f} s")
             self.set_state(State.ERROR, str(exc)[:200])
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
-        self.seen_running.add(spec.container)
-        self.started_at = time.monotonic()
+        self.m = started(self.m, spec.container, time.monotonic())
         self.step, self.figures = None, {}
         self.ensure_follower(spec.container, fresh=True)
         self.set_state(State.RUNNING, "")
@@ -218,7 +202,7 @@ class Agent:
                  + (", then the final copy of its --sync folders" if syncing else ""))
         self.set_state(State.STOPPING, why)
         self.publish()
-        self.seen_running.discard(name)  # its exit 0 is ours, not the run finishing
+        self.m = dataclasses.replace(self.m, seen_running=self.m.seen_running - {name})  # its exit 0 is ours
         begun = time.monotonic()
         self.docker("stop", "-t", str(grace), name, timeout=grace + 60)
         self.log(f"{name} stopped after {time.monotonic() - begun:.1f} s")
@@ -264,13 +248,13 @@ class Agent:
         self.figures = figures
         if step is not None:
             self.step = step
-            self.remember(after_progress(self.memory(), self.step))
+            self.m = after_progress(self.m, self.step)
 
     # ---- state, reports, idling ----
     def set_state(self, state: State, detail: str) -> None:
-        if (state, detail) != (self.state, self.detail):
+        if (state, detail) != (self.m.state, self.detail):
             self.log(f"state {state}" + (f": {detail}" if detail else ""))
-        self.state, self.detail = state, detail
+        self.m, self.detail = dataclasses.replace(self.m, state=state), detail
         if state in ACTIVE_STATES:
             self.idle_since = None
         elif self.idle_since is None:
@@ -278,7 +262,7 @@ class Agent:
 
     def report(self) -> Report:
         spec, outputs = self.spec, self.outputs
-        return Report(state=self.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
+        return Report(state=self.m.state, run=spec.run_id if spec else "", node_rank=spec.node_rank if spec else None,
                       step=self.step, figures=self.figures, detail=self.detail,
                       last_line=outputs.last_line if outputs else "",
                       last_line_at=outputs.last_line_at if outputs else None,
@@ -308,7 +292,7 @@ class Agent:
             return
         tpu_limit = self.on_tpu and self.s.max_run_hours > 0
         due = power_off_due(time.monotonic(), idle_since=self.idle_since, idle_minutes=self.s.idle_minutes,
-                            loop_since=self.loop_since, crash_loop_minutes=self.s.crash_loop_minutes,
+                            loop_since=self.m.loop_since, crash_loop_minutes=self.s.crash_loop_minutes,
                             uptime_s=self.uptime() if tpu_limit else None, max_run_hours=self.s.max_run_hours)
         if due is None:
             return
@@ -319,11 +303,11 @@ class Agent:
             return
         if why == "max-run":
             self.out_of_time = True  # reconcile starts nothing more on this boot; a nodes:start boots afresh
-        if self.container and self.docker.running(self.container):
-            self.stop_container(self.container, "crash loop: powering off" if why == "crash-loop"
+        if self.m.container and self.docker.running(self.m.container):
+            self.stop_container(self.m.container, "crash loop: powering off" if why == "crash-loop"
                                 else "max_run_hours: stopping the TPU node")
         if why == "crash-loop":
-            self.power_off(f"trainer crash-looping for {seconds / 60:.1f} min without a new step, {self.crashes} "
+            self.power_off(f"trainer crash-looping for {seconds / 60:.1f} min without a new step, {self.m.crashes} "
                            f"restarts ({CRASH_LOOP_ENV}); on Spot `make status` starts the node again and the run "
                            f"resumes, else `make run-gcp ARGS=\"--resume {run}\"`")
         else:
@@ -371,8 +355,8 @@ class Agent:
 
     def shutdown(self) -> None:
         """SIGTERM (VM shutdown, Spot preemption, systemctl stop): checkpoint the run, then exit."""
-        if self.container and self.docker.running(self.container):
-            self.stop_container(self.container, "the agent is stopping (shutdown or preemption)", shutdown=True)
+        if self.m.container and self.docker.running(self.m.container):
+            self.stop_container(self.m.container, "the agent is stopping (shutdown or preemption)", shutdown=True)
         elif self.outputs:  # ended on its own: the copy of its end may still be under way
             self.outputs.final(time.monotonic() + self.s.sync_final_seconds)
         self.log("agent stopped")

@@ -17,7 +17,8 @@ def backoff(crashes: int, restart_seconds: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
-    """What the agent remembers between loops about the run it holds (Agent.memory / Agent.remember)."""
+    """What the agent remembers between loops about the run it holds: Agent.m, which ``decide``, ``start_failed``,
+    ``started`` and ``after_progress`` read and return."""
 
     state: State = State.IDLE
     container: str | None = None  # the container this agent started or adopted
@@ -155,6 +156,18 @@ def crashed(m: Memory, o: Observation, restart_seconds: float, crash_loop_minute
     if m.loop_since is None or o.now - m.started_at >= crash_loop_minutes * 60:
         m = dataclasses.replace(m, loop_since=o.now, loop_step=o.step)  # a container that lived that long: no loop
     return m, [Log(f"{what}; restart {crashes} in {delay:.0f} s"), SetState(State.RESTARTING, why)]
+
+
+def start_failed(m: Memory, now: float, restart_seconds: float) -> tuple[Memory, float]:
+    """A start that failed before the program ran (a pull, a restore, docker run): one more crash and its backoff;
+    the memory and the seconds until the next try."""
+    delay = backoff(m.crashes + 1, restart_seconds)
+    return dataclasses.replace(m, crashes=m.crashes + 1, next_start=now + delay), delay
+
+
+def started(m: Memory, container: str, now: float) -> Memory:
+    """The container runs: its exit 0 from now on is the launch finishing, and a crash loop counts from now."""
+    return dataclasses.replace(m, seen_running=m.seen_running | {container}, started_at=now)
 
 
 def power_off_due(now: float, *, idle_since: float | None, idle_minutes: float, loop_since: float | None,

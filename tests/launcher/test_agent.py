@@ -338,7 +338,7 @@ def test_an_unreachable_tpu_api_is_one_line_and_the_stop_is_tried_again(tmp_path
                             "GANTRY_AGENT_SERIAL": str(tmp_path / "serial"), "GANTRY_AGENT_STATE_DIR": str(tmp_path)}))
     agent.on_tpu, agent.tpu_env = True, {"NODE_ID": TPU_NODE}  # the project and zone from the metadata server
     assert agent.power_off("no run for 60.0 min (idle_shutdown_minutes)") is False
-    assert not agent.powered_off and agent.state == "error"
+    assert not agent.powered_off and agent.m.state == "error"
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "could not stop TPU node" in line]
     assert line.startswith(f"gantry-agent: could not stop TPU node projects/demo-project/locations/us-central1-a/"
                            f"nodes/{TPU_NODE}: ")

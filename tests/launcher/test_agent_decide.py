@@ -201,3 +201,13 @@ def test_max_run_hours_is_enforced_only_where_the_uptime_is_given_a_tpu_vm():
     assert due(now=0.0, uptime_s=2 * 3600, max_run_hours=2) == ("max-run", 7200)
     assert due(now=0.0, uptime_s=None, max_run_hours=2) is None  # a VM: GCE's max_run_duration enforces it
     assert due(now=0.0, uptime_s=1e9, max_run_hours=0) is None
+
+
+def test_a_failed_start_backs_off_and_a_start_counts_the_crash_loop_from_now():
+    """The changes a start makes are decide's too: the agent only carries the memory they return."""
+    from gantry_agent.decide import start_failed, started
+
+    memory, delay = start_failed(Memory(crashes=2), now=100.0, restart_seconds=10.0)
+    assert (memory.crashes, delay, memory.next_start) == (3, 40.0, 140.0)
+    memory = started(memory, "gantry-run", now=150.0)
+    assert memory.seen_running == frozenset({"gantry-run"}) and memory.started_at == 150.0 and memory.crashes == 3
