@@ -77,6 +77,14 @@ SYNC_FINAL_SECONDS = 10
 SHUTDOWN_MARGIN_SECONDS = 5
 
 
+# ---- a Ray cluster across the nodes (gantry run --ray) ---------------------------------------------------------
+# Node 0's container starts a Ray head on RAY_PORT (Ray's own default) and then the program, which finds the cluster
+# in RAY_ADDRESS (ray.init() with no address reads it); every other node's container joins the head and runs nothing
+# else (the agent's ray_cluster.py).
+RAY_PORT = 6379
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+
 MAX_NPROC_PER_NODE = 64  # ranks torchrun starts on one node: an A3 has 8 GPUs, a C4 up to 288 vCPUs
 MASTER_PORTS = range(1024, 65536)  # the program's user (not root) may listen on these, on the host network
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -225,6 +233,8 @@ class RunSpec:
     # project's gantry.yaml names them (its `figures`).
     figures: tuple = ()
     show: dict = dataclasses.field(default_factory=dict)  # what else `gantry status` shows (gantry.yaml's pace, reports)
+    # True: one Ray cluster across the nodes (RAY_PORT above): node 0 runs the command, the others join its head
+    ray: bool = False
 
     def __post_init__(self):
         check_run_id(self.run_id)
@@ -238,6 +248,10 @@ class RunSpec:
             raise ValueError("command with nothing to run (args: the command and its arguments)")
         if self.command and self.torchrun:
             raise ValueError("command and torchrun: a launch runs one of them")
+        if self.ray and not self.command:
+            raise ValueError("ray without a command: node 0 runs a plain command in the Ray cluster")
+        if self.ray and any(str(pair).partition("=")[0] == RAY_ADDRESS_ENV for pair in self.env):
+            raise ValueError(f"{RAY_ADDRESS_ENV} is the Ray head's address on node 0 in a Ray launch")
         if int(self.sync_seconds) <= 0:
             raise ValueError(f"sync_seconds {self.sync_seconds} (> 0)")
         if int(self.master_port) not in MASTER_PORTS or not 0 <= int(self.nproc_per_node) <= MAX_NPROC_PER_NODE:
@@ -333,6 +347,8 @@ class Report:
     last_line: str = ""  # the end (LAST_LINE_CHARS) of the newest line the program printed
     last_line_at: int | None = None  # epoch seconds when the agent saw that line
     stats_problem: str = ""  # why the program's --stats file gives no numbers ("is a folder, not a file", ...)
+    # node 0 of a Ray launch: the cluster as `ray status` counts it ({"nodes": 2, "CPU": 16.0, "GPU": 0.0})
+    ray: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({**dataclasses.asdict(self), "state": self.state.value if self.state else None})
@@ -355,4 +371,5 @@ class Report:
                    step=data.get("step"), figures=figures if isinstance(figures, dict) else {},
                    detail=str(data.get("detail") or ""), heartbeat=data.get("heartbeat"),
                    last_line=str(data.get("last_line") or ""), last_line_at=data.get("last_line_at"),
-                   stats_problem=str(data.get("stats_problem") or ""))
+                   stats_problem=str(data.get("stats_problem") or ""),
+                   ray=data["ray"] if isinstance(data.get("ray"), dict) else {})

@@ -8,6 +8,7 @@ same way, so the launcher reads these keys and knows nothing of any program; eve
     sync: [checkpoints]                 # as --sync: folders each node keeps in the bucket
     stats: checkpoints/metrics.jsonl    # as --stats: the program's own stats, whose numbers `make status` shows
     figures: {loss: "loss {:.3f}"}      # which of those numbers `make status` shows, and how
+    ray: true                           # as --ray: one Ray cluster across the nodes, the command on node 0
     pace: {key: samples_per_s, unit: samples}     # `make status` prices a million of them at the node's list price
     reports:                            # lines `make status` reads from the newest record holding these keys,
                                         # in the bucket's copy of stats (so it lies in a sync folder)
@@ -37,7 +38,7 @@ from gantry.errors import GantryError
 FILE_NAME = "gantry.yaml"
 KIT_ROOT = Path(__file__).resolve().parents[2]  # the repository: the kit's trainer is its project
 PACKAGES_DIR = KIT_ROOT / "packages"  # what the kit's image holds (selfplay, toytrain, yours under packages/)
-KEYS = ("command", "check", "sync", "stats", "figures", "pace", "reports")
+KEYS = ("command", "check", "sync", "stats", "figures", "pace", "reports", "ray")
 CHECK_TIMEOUT_S = 120
 PYTHON = re.compile(r"python(3(\.\d+)?)?")  # a command's python, python3, python3.12
 ARGPARSE_ERROR = re.compile(r"^[\w.-]+: error: ")  # `prog: error: what`, argparse's one line
@@ -54,6 +55,7 @@ class ProgramFile:
     stats: str = ""
     figures: dict = field(default_factory=dict)  # RunSpec.figures
     show: dict = field(default_factory=dict)  # RunSpec.show: {"pace": {...}, "reports": [...]}
+    ray: bool = False  # RunSpec.ray
 
     @property
     def folder(self) -> Path:
@@ -128,7 +130,9 @@ def load(folder: Path) -> ProgramFile | None:
                           f"{f'stats {stats}' if stats else 'no stats file'} lies in no sync folder",
                           "Name a stats file inside a sync folder (sync: [out], stats: out/stats.jsonl).")
     show = {k: v for k, v in (("pace", pace), ("reports", reports)) if v}
-    return ProgramFile(path, command, words("check"), tuple(sync), stats, dict(figures), show)
+    if not isinstance(data.get("ray", False), bool):
+        raise bad("ray", "true or false")
+    return ProgramFile(path, command, words("check"), tuple(sync), stats, dict(figures), show, data.get("ray", False))
 
 
 def formats(text) -> bool:

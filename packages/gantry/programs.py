@@ -10,6 +10,7 @@ into flags for the program gantry.yaml declares (program_file), a torchrun progr
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from dataclasses import dataclass
@@ -241,3 +242,63 @@ def check_launch(max_minutes: float | None, stall_minutes: float, env: list[str]
                           "leave it out (all of the node's).")
     return {"max_minutes": limit, "stall_minutes": stall_minutes, "env": tuple(env),
             "shm_size": shm_size.lower(), "cpus": cpus, "gpu_ids": gpu_ids(gpus)}
+
+
+# What ray.init() may not be given when it joins a running cluster: Ray raises "When connecting to an existing
+# cluster, num_cpus and num_gpus must not be provided." (ray/_private/worker.py, init), and so for the others.
+RAY_INIT_LOCAL_ONLY = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "_system_config")
+SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages"}
+
+
+def ray_init_refusals(project: Path, limit: int = 5000) -> list[str]:
+    """FILE:LINE ray.init(NAME=...) for each call in the project's Python files that Ray refuses once RAY_ADDRESS
+    names a cluster (muzero-general's `ray.init(num_gpus=total_gpus)`): node 0 would crash-loop on it."""
+    found = []
+    for path in sorted(project.rglob("*.py"))[:limit]:
+        if SKIPPED_FOLDERS & set(path.relative_to(project).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "init"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ray"):
+                names = [k.arg for k in node.keywords if k.arg in RAY_INIT_LOCAL_ONLY]
+                if names:
+                    found.append(f"{path.relative_to(project)}:{node.lineno} ray.init({', '.join(names)}=...)")
+    return found
+
+
+def check_ray(program: Program, image: str, project: Path | None = None) -> str:
+    """--ray (or gantry.yaml's ray: true), judged here: node 0 runs a plain command in the cluster, the project's
+    ray.init() calls can join one, and the head starts with the image's `ray`. The image is asked only where this
+    machine's engine holds it (the build left it here); the answer: the `ray` it found, or "" when it could not
+    look."""
+    if not program.command:
+        raise GantryError("--ray runs a plain command on node 0, in the Ray cluster; -m MODULE and SCRIPT.py are "
+                          "torchrun programs", f"Give the command itself: -- python {shlex.join(program.words)}.")
+    refusals = ray_init_refusals(project) if project is not None and project.is_dir() else []
+    if refusals:
+        raise GantryError(f"--ray: {'; '.join(refusals)}: Ray refuses these when ray.init() joins a running cluster "
+                          "(\"When connecting to an existing cluster, num_cpus and num_gpus must not be provided\"), "
+                          "so node 0 would crash-loop", "Drop them (the cluster counts each node's CPUs and GPUs), or "
+                          "pass them only when RAY_ADDRESS is unset; nothing was started.")
+    if not image:
+        return ""
+    try:
+        import docker
+        from gantry import images  # the engine: only a Ray launch asks it
+    except ImportError:
+        return ""
+    try:
+        if not images.image_exists(image):
+            return ""
+        found = images.docker_client().containers.run(image, ["-c", "command -v ray"], entrypoint="sh", remove=True)
+    except docker.errors.ContainerError:
+        raise GantryError(f"--ray: the image {image} has no `ray` command (node 0 starts the Ray head with it)",
+                          "Add ray to the project's requirements (ray[default] or ray==VERSION) and build it again "
+                          "(make build-train PROJECT=DIR); nothing was started.") from None
+    except (GantryError, docker.errors.DockerException):
+        return ""  # no engine here, or it could not run the image: the node's head says so in `make status`
+    return found.decode(errors="replace").strip()

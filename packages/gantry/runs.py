@@ -125,7 +125,8 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
                  torchrun: bool = False, command: bool = False, sync: tuple = (),
                  sync_seconds: int = DEFAULT_SYNC_SECONDS, stats_file: str = "", max_minutes: float | None = None,
                  stall_minutes: float = 0.0, env: tuple = (), shm_size: str = "", cpus: float = 0.0,
-                 gpu_ids: tuple = (), figures: dict | None = None, show: dict | None = None) -> list[RunSpec]:
+                 gpu_ids: tuple = (), figures: dict | None = None, show: dict | None = None,
+                 ray: bool = False) -> list[RunSpec]:
     """One spec per node: the same run and program, each node its rank. With ``torchrun`` the args are a program
     (`-m MODULE ARGS`) run under torchrun as they are; with ``command`` a command run as given; else words for the
     image's entry point. Every launch has a time limit (``max_minutes``, DEFAULT_RUN_MAX_MINUTES unless given; 0:
@@ -139,7 +140,7 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
                     run_dir=run_url, torchrun=torchrun, command=command, sync=tuple(sync),
                     sync_seconds=sync_seconds, stats_file=stats_file, max_minutes=limit, stall_minutes=stall_minutes,
                     env=tuple(env), shm_size=shm_size, cpus=cpus, gpu_ids=tuple(gpu_ids),
-                    figures=tuple((figures or {}).items()), show=dict(show or {}), **port)
+                    figures=tuple((figures or {}).items()), show=dict(show or {}), ray=ray, **port)
             for node in cluster.nodes]
 
 

@@ -20,7 +20,7 @@ from launch_contract import (
     console_log_url,
 )
 
-from . import power
+from . import power, ray_cluster
 from .console_log import ConsoleLog
 from .containers import Docker, docker_run_args
 from .decide import (
@@ -57,6 +57,7 @@ class Agent:
         self.m = Memory(started_at=time.monotonic())
         self.detail = ""  # the state's detail, as the report shows it
         self.step, self.figures = None, {}
+        self.ray_size, self.ray_asked = {}, 0.0  # node 0 of a Ray launch: the cluster, as `ray status` last said
         self.idle_since = time.monotonic()
         self.powered_off = False
         self.published, self.published_at = None, 0.0
@@ -134,7 +135,9 @@ class Agent:
             spec=spec, now=now, statuses=statuses, wall=time.time(),
             finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished),
             step=self.step, halted=halted, last_line=outputs.last_line if outputs else "",
-            quiet_s=now - max(self.m.started_at, outputs.changed_at) if outputs else None)
+            quiet_s=now - max(self.m.started_at, outputs.changed_at) if outputs else None,
+            head_ended=bool(spec and spec.ray and spec.node_rank > 0 and spec.action == "start" and spec.run_dir
+                            and ray_cluster.head_ended(spec, self.metadata.token, self.s.storage_url)))
         self.m, actions = decide(self.m, observed, self.s.restart_seconds, self.s.crash_loop_minutes)
         for action in actions:
             self.act(action)
@@ -183,7 +186,7 @@ class Agent:
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
         self.m = started(self.m, spec.container, time.monotonic())
-        self.step, self.figures = None, {}
+        self.step, self.figures, self.ray_size = None, {}, {}
         self.ensure_follower(spec.container, fresh=True)
         self.set_state(State.RUNNING, "")
 
@@ -246,6 +249,16 @@ class Agent:
         if step not in (None, self.step) or figures != self.figures:
             outputs.changed_at = time.monotonic()  # new stats: the program is not stalled
         self.figures = figures
+        spec = self.spec
+        every = ray_cluster.STATUS_EVERY_SECONDS if self.ray_size else ray_cluster.STATUS_FIRST_SECONDS
+        if spec.ray and spec.node_rank == 0 and time.monotonic() - self.ray_asked >= every \
+                and spec.container in self.m.seen_running:
+            self.ray_asked = time.monotonic()
+            try:
+                said = self.docker("exec", spec.container, "ray", "status", timeout=60).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                said = ""  # asked again in STATUS_EVERY_SECONDS
+            self.ray_size = ray_cluster.cluster_size(said) or self.ray_size
         if step is not None:
             self.step = step
             self.m = after_progress(self.m, self.step)
@@ -266,7 +279,8 @@ class Agent:
                       step=self.step, figures=self.figures, detail=self.detail,
                       last_line=outputs.last_line if outputs else "",
                       last_line_at=outputs.last_line_at if outputs else None,
-                      stats_problem=outputs.stats_problem if outputs else "")
+                      stats_problem=outputs.stats_problem if outputs else "",
+                      ray=self.ray_size if spec and spec.ray else {})
 
     def publish(self, last_word: bool = False) -> None:
         """The report to the guest attribute, within GCE's rate limit (the token bucket); ``last_word`` (powering

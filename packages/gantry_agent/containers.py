@@ -20,12 +20,14 @@ from launch_contract import (
     NODE_RANK_ENV,
     NPROC_PER_NODE_ENV,
     PJRT_DEVICE_ENV,
+    RAY_ADDRESS_ENV,
     RUN_DIR_ENV,
     SYNC_FOLDER,
     RunSpec,
     check_env_pair,
 )
 
+from . import ray_cluster
 from .settings import Settings
 from .sync import local_folder
 
@@ -144,12 +146,14 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
         env[RUN_DIR_ENV] = spec.run_dir
     if spec.deadline is not None:
         env[DEADLINE_ENV] = f"{spec.deadline:.0f}"
+    if spec.ray:
+        env[RAY_ADDRESS_ENV] = ray_cluster.address(spec)
     env.update(check_env_pair(pair) for pair in spec.env)  # the contract keeps its own names out of them
     # --init: docker's init is PID 1, reaps orphans and passes SIGTERM on, so the program is not PID 1, for which
     # the kernel drops a signal it has no handler for (a plain `python train.py` would ignore docker stop until
     # SIGKILL, and never checkpoint) and whose children see PID 1 as their parent.
     args = ["run", "-d", "--name", spec.container, "--init", "--network", "host", "--shm-size",
-            spec.shm_size or s.shm_size,
+            spec.shm_size or (ray_cluster.shm_size() if spec.ray else s.shm_size),
             "--label", f"gantry-run={spec.run_id}", "-v", f"{run_folder}:/runs", *s.extra_run_args]
     for folder in spec.sync:  # the host keeps them (sync.py): they outlive the container and go to the bucket
         args += ["-v", f"{local_folder(run_folder, folder)}:{posixpath.join(workdir, folder)}"]
@@ -164,8 +168,8 @@ def docker_run_args(spec: RunSpec, run_folder: str, s: Settings, workdir: str = 
         args += ["-e", f"{key}={value}"]
     if spec.torchrun:  # whatever the image's entry point is: the rendezvous is the agent's to wire
         return [*args, "--entrypoint", "torchrun", spec.image, *torchrun_args(spec)]
-    if spec.command:  # the args as given, in the image's WORKDIR, without its ENTRYPOINT
-        return [*args, "--entrypoint", "", spec.image, *spec.args]
+    if spec.command:  # the args as given, in the image's WORKDIR, without its ENTRYPOINT (in Ray's cluster: Ray's)
+        return [*args, "--entrypoint", "", spec.image, *(ray_cluster.command(spec) if spec.ray else spec.args)]
     return [*args, spec.image, *spec.args]
 
 

@@ -46,6 +46,7 @@ class Observation:
     last_line: str = ""  # the newest line the program printed (what a crash's report names)
     wall: float = 0.0  # epoch seconds: the launch's deadline (RunSpec.deadline) is on the launcher's clock
     quiet_s: float | None = None  # seconds since the running program last printed a new line or wrote new stats
+    head_ended: bool = False  # a Ray launch's worker node: node 0's agent recorded this launch's end (ray_cluster)
 
     def status(self, name: str | None) -> tuple:
         return self.statuses.get(name, ("missing", None)) if name else ("missing", None)
@@ -117,13 +118,19 @@ def decide(m: Memory, o: Observation, restart_seconds: float, crash_loop_minutes
     if o.finished:
         return m, [*actions, SetState(State.FINISHED, f"run {spec.run_id} finished")]
     status, code = o.status(name)
+    if spec.ray and spec.node_rank > 0 and o.head_ended:  # the cluster's program is over: its workers have no work
+        why = "node 0's program ended, and with it the Ray cluster this node joined"
+        stop = [Stop(name, why)] if status == "running" else []
+        return m, [*actions, *stop, Ended(spec, "exited", why), Log(f"run {spec.run_id}: {why}"),
+                   SetState(State.FINISHED, f"run {spec.run_id} finished on node 0")]
     if spec.deadline is not None and o.wall >= spec.deadline:  # never started again, whoever starts the node
         why = f"its time limit, {spec.max_minutes:g} min after the launch (gantry run --max-minutes)"
         stop = [Stop(name, f"time limit: {spec.max_minutes:g} min")] if status == "running" else []
         return m, [*actions, *stop, Ended(spec, "time-limit", why), Log(f"run {spec.run_id} reached {why}"),
                    SetState(State.FINISHED, f"run {spec.run_id} ended at {why}")]
     if status == "running":
-        if spec.stall_minutes and o.quiet_s is not None and o.quiet_s >= 60 * spec.stall_minutes:
+        ray_worker = spec.ray and spec.node_rank > 0  # it only holds its part of the cluster: quiet by nature
+        if spec.stall_minutes and not ray_worker and o.quiet_s is not None and o.quiet_s >= 60 * spec.stall_minutes:
             why = f"stalled: no new output line or stats for {o.quiet_s / 60:.0f} min (gantry run --stall-minutes)"
             m, restart = crashed(dataclasses.replace(m, seen_running=m.seen_running - {name}), o, restart_seconds,
                                  crash_loop_minutes, why, f"run {spec.run_id} stalled")

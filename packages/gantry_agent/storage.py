@@ -102,6 +102,26 @@ def download(url: str, path: str, token, storage_url: str, timeout: float = 600)
     os.replace(partial_name(path), path)
 
 
+def read(url: str, token, storage_url: str, timeout: float = 30) -> bytes | None:
+    """A small object's bytes; None when there is no such object (StorageError for anything else)."""
+    scheme, bucket, name = _split(url)
+    if scheme == "file":
+        try:
+            with open(name, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+    request = urllib.request.Request(f"{_bucket_url(storage_url, bucket)}/{urllib.parse.quote(name, safe='')}"
+                                     "?alt=media", headers={"Authorization": f"Bearer {token()}"})
+    try:
+        with _open(request, timeout) as response:
+            return response.read()
+    except StorageError as exc:
+        if str(exc).startswith("HTTP 404"):
+            return None
+        raise
+
+
 def upload(url: str, data, token, storage_url: str, content_type: str = "application/octet-stream",
            timeout: float = 600) -> None:
     """``data`` (bytes, or the path of a local file) as the object at ``url``, replacing it whole."""

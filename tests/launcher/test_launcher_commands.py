@@ -437,3 +437,39 @@ def test_make_run_gcp_passes_project_to_gantry_run_as_one_word_with_its_spaces()
     line = next(line for line in made.stdout.splitlines() if "-m gantry run" in line)
     words = shlex.split(line)
     assert words[words.index("run"):] == ["run", "--project", "../my trainer", "--sync", "checkpoints", "--", *COMMAND]
+
+
+# muzero-general's muzero.py:96 (github.com/werner-duvaud/muzero-general), as a Ray project written for one machine
+MUZERO_INIT = "import ray\n\ntotal_gpus = 0\nray.init(num_gpus=total_gpus, ignore_reinit_error=True)\n"
+
+
+def test_a_ray_project_is_one_cluster_and_a_ray_init_that_cannot_join_one_is_refused_here(cli, fake, world, registry,
+                                                                                       project):
+    """gantry.yaml's ray: true is --ray: every node's spec says so, and status counts the cluster node 0 reports. A
+    ray.init() given num_gpus, which Ray refuses when it joins a running cluster, is named before a node is asked."""
+    commit(project, {"gantry.yaml": "command: python scripts/train_multi_gpu.py\nray: true\n",
+                     "scripts/train_multi_gpu.py": MUZERO_INIT})
+    registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
+    refused = cli("run", "--detach", "--run-id", "ray1", "--project", str(project), environ=world["environ"])
+    assert refused.status == ExitStatus.ERROR
+    assert refused.stderr.splitlines() == [(
+        "gantry: error: --ray: scripts/train_multi_gpu.py:4 ray.init(num_gpus=...): Ray refuses these when "
+        "ray.init() joins a running cluster (\"When connecting to an existing cluster, num_cpus and num_gpus must "
+        "not be provided\"), so node 0 would crash-loop. Drop them (the cluster counts each node's CPUs and GPUs), "
+        "or pass them only when RAY_ADDRESS is unset; nothing was started.")]
+    assert nothing_started(fake, world)
+
+    commit(project, {"scripts/train_multi_gpu.py": "import ray\n\nray.init()\n"})
+    registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
+    result = cli("run", "--detach", "--run-id", "ray1", "--project", str(project), environ=world["environ"])
+    assert result.status == ExitStatus.OK, result.output
+    assert ("Ray: node 0 starts a Ray head (port 6379) and runs the command with RAY_ADDRESS; nodes 1-1 join it and "
+            "run nothing else, and end when node 0's command has ended") in result.stdout
+    assert [(spec.ray, spec.command) for spec in specs(world)] == [(True, True), (True, True)]
+    for rank, vm in enumerate(world["vms"]):
+        vm["status"] = "RUNNING"
+        vm["guestAttributes"] = {"gantry/boot": "ready", "gantry/agent": json.dumps(
+            {"state": "running", "run": "ray1", "node_rank": rank, "detail": "", "heartbeat": int(time.time()),
+             "ray": {"nodes": 2, "CPU": 32.0, "GPU": 0.0} if rank == 0 else {}})}
+    status = cli("status", environ=world["environ"])
+    assert "ray: 2 node(s), 32 CPUs and 0 GPUs in the cluster the program's ray.init() joined" in status.stdout

@@ -183,6 +183,10 @@ def test_run_starts_your_own_torchrun_program_with_the_same_rendezvous_and_run_d
     (["--image", "IMAGE", "--", "-m", "mypkg.train"], "is not in the registry"),
     (["--", "-m", "toytrain.trian"], "no module toytrain.trian in the kit's image"),
     (["--", "-m", "mypkg.train"], "no module mypkg.train in the kit's image"),
+    # a Ray cluster runs a plain command on node 0; the kit's image has no `ray` (judged by the local engine's copy)
+    (["--ray", "--", "-m", "toytrain.train"], ("--ray runs a plain command on node 0, in the Ray cluster; -m MODULE "
+                                               "and SCRIPT.py are torchrun programs. Give the command itself: -- "
+                                               "python -m toytrain.train.")),
     # the kit's trainer's own refusals, by the check its gantry.yaml names, on the laptop
     (["--", "--config", "chess"], ("the program's check refuses the launch: --config chess is not a packaged "
                                   "config; a node's image holds only the packaged configs (connect4, tictactoe)")),

@@ -157,6 +157,8 @@ def test_a_user_rehearses_their_own_project_on_the_local_cloud_through_make(worl
         kept = home / "chess" / "sync" / f"node-{rank}" / sync_folder
         assert list(kept.glob("model_*.pt")) and (kept / "training_stats.json").is_file(), fetched.stdout
 
+    ray_across_the_nodes(step, tmp_path, serial, build, run)
+
     destroyed = step("destroy", "ARGS=-y")
     assert "Kept: bucket gs://gantry-local-gantry-runs with the run data" in destroyed.stdout, destroyed.stdout[-2000:]
     agents = [int(p.read_text()) for p in (folder / "nodes").glob("*/agent.pid")]
@@ -174,6 +176,38 @@ def test_a_user_rehearses_their_own_project_on_the_local_cloud_through_make(worl
             assert not listening(url), f"{url} still answers after make local-cloud-down"
     again = step("status", ok=False)  # the verbs talk to Google Cloud again: here, to no deployment at all
     assert "local cloud" not in again.stderr
+
+
+def ray_across_the_nodes(step, tmp_path: Path, serial: list[Path], build: list[str], run: list[str]) -> None:
+    """A Ray project (no gantry.yaml, ray.init() and remote tasks) with --ray: one cluster over both nodes, its
+    tasks played on each; status counts the cluster; node 1 ends when node 0's program has ended. First, --ray with
+    an image that has no Ray is refused here, before a node is asked."""
+    project_word = next(w for w in build if w.startswith("PROJECT="))
+    command = next(w for w in run if w.startswith("ARGS=")).split(" -- ", 1)[1]  # the README's, which has no Ray
+    no_ray = step("run-gcp", project_word, f"ARGS=--ray --detach --run-id no-ray -- {command}", ok=False)
+    assert no_ray.returncode != 0 and "gantry: error: --ray: the image " in no_ray.stderr, no_ray.stderr
+    assert "has no `ray` command (node 0 starts the Ray head with it)" in no_ray.stderr
+    project = tmp_path / "ray_project"
+    shutil.copytree(REPO / "tests" / "launcher" / "fixtures" / "ray_project", project)
+    step("build-train", f"PROJECT={project}", f"BASE_IMAGE={BASE_IMAGE}", timeout=900)
+    started = step("run-gcp", f"PROJECT={project}", "ARGS=--ray --detach --run-id ray --stats out/stats.jsonl -- "
+                   "python selfplay_ray.py --nodes 2 --seconds 20")
+    assert "Ray: node 0 starts a Ray head (port 6379) and runs the command with RAY_ADDRESS; nodes 1-1 join it" in \
+        started.stdout, started.stdout
+    sized = wait_until(lambda: (lambda out: out if "ray: 2 node(s)" in out else None)(step("status").stdout),
+                       timeout=300, interval=3, what="status to count both nodes in the Ray cluster")
+    assert re.search(r"ray: 2 node\(s\), \d+ CPUs and 0 GPUs in the cluster the program's ray.init\(\) joined", sized)
+    print(next(line for line in sized.splitlines() if line.startswith("ray: ")), flush=True)
+
+    def both_finished():
+        rows = [line.split() for line in step("status").stdout.splitlines() if re.match(r"\d+ +gantry-node-", line)]
+        return rows if [row[2:4] for row in rows] == [["finished", "ray"]] * 2 else None
+
+    wait_until(both_finished, timeout=300, interval=3, what="both nodes to finish the Ray run")
+    games = re.search(r"games per node: (\w+) (\d+), (\w+) (\d+)", serial[0].read_text(errors="replace"))
+    assert games and int(games.group(2)) > 0 and int(games.group(4)) > 0, "the tasks ran on one node only"
+    assert "node 0's program ended, and with it the Ray cluster this node joined" in serial[1].read_text(
+        errors="replace")
 
 
 # ---- bad input: one line, a non-zero exit, nothing started ----------------------------------------------------------

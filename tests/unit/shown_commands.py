@@ -204,6 +204,7 @@ RULES: list[tuple[str, Here | Proven | Costly]] = [
         f"{LAUNCHER}/test_launcher_runs.py::test_run_starts_stopped_nodes_and_writes_a_spec_per_rank_keeping_other_keys")),
     (r"^make run-gcp 'ARGS=--max-minutes 0'$", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
                                                       "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
+    (r"^make run-gcp PROJECT=DIR 'ARGS=--ray -- ", LOCAL_CLOUD),
     (r"^make run-gcp PROJECT=", Proven(f"{LAUNCHER}/test_launcher_commands.py::"
                                        "test_a_command_run_writes_command_sync_stats_and_every_address_into_each_nodes_spec")),
     (r"^make status$", Proven(f"{LAUNCHER}/test_launcher_runs.py::test_status_shows_each_node_and_the_kit_trainers_figures_and_pons_errors_as_its_gantry_yaml_names_them")),

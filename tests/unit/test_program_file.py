@@ -37,6 +37,7 @@ def test_a_project_without_gantry_yaml_declares_nothing(tmp_path):
     ("command: python train.py\nreports: [{title: E, keys: 'a/*/*'}]\n", "not a list of {title, keys (one * at"),
     ("command: python train.py\nstats: m.jsonl\nreports: [{title: E, keys: a}]\n",
      "reports are read from the bucket's copy of the stats file, and stats m.jsonl lies in no sync folder. Name a"),
+    ("command: python train.py\nray: yes please\n", "ray is 'yes please', not true or false"),
     ("- python\n", "holds no mapping"),
     ("command: [unclosed\n", "is not YAML we can read: "),
 ])

@@ -16,6 +16,8 @@ from launch_contract import (
     NNODES_ENV,
     NODE_RANK_ENV,
     PROJECT_ROOT,
+    RAY_ADDRESS_ENV,
+    RAY_PORT,
     RUN_DIR_ENV,
     SYNC_FOLDER,
     sync_url,
@@ -79,6 +81,7 @@ examples:
   gantry run --sync out --stats out/stats.jsonl -- -m toytrain.train --steps 200   # a torchrun program
   gantry run --project ../my-trainer --sync checkpoints -- python train.py --gpus all
   gantry run --max-minutes 60 --env WANDB_MODE=offline --project ../my-trainer -- python train.py
+  gantry run --ray --project ../my-ray-project -- python selfplay.py   # one Ray cluster over the nodes
   make run-gcp ARGS="--detach"
 """
 
@@ -122,7 +125,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable "
                         "the program gets on every node (repeatable)")
     parser.add_argument("--shm-size", default="", metavar="SIZE", help="the container's /dev/shm, as docker run "
-                        "takes it (8g; Ray wants about 30%% of the node's memory); default: the agent's 4g")
+                        "takes it (8g); default: the agent's 4g, with --ray 30%% of the node's memory (Ray's object "
+                        "store)")
     parser.add_argument("--cpus", type=float, default=0.0, metavar="N", help="the node's CPUs the program may use "
                         "(docker run --cpus; default: all)")
     parser.add_argument("--gpu-ids", default="", metavar="LIST", help="the node's GPUs the program gets, by index "
@@ -134,6 +138,9 @@ def add_arguments(parser) -> None:
                         "(default: %(default)s)")
     parser.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node, up to "
                         f"{MAX_NPROC_PER_NODE} (default: the trainer decides: one per GPU, else 1)")
+    parser.add_argument("--ray", action="store_true", help="one Ray cluster across the nodes: node 0 starts a Ray "
+                        "head and runs the command with RAY_ADDRESS (its ray.init() joins), every other node joins the "
+                        "head and runs nothing else, and ends when node 0's command has ended (gantry.yaml: ray: true)")
     parser.add_argument("--replace", action="store_true", help="stop a run in progress (final checkpoint) "
                         "and start this one")
     parser.add_argument("--detach", action="store_true", help="start the run and return without following it")
@@ -156,8 +163,12 @@ def run(args, env) -> ExitStatus:
         program_file.run_check(declared, programs.flags_of(args.program))
     elif program.torchrun and not args.image and args.project is None:  # the kit's image: the laptop holds its
         program_file.check_module(list(program.words))  # packages; an image of your own it cannot see
+    ray = args.ray or bool(declared and declared.ray)
+    if ray:
+        programs.check_ray(program, "", args.project)  # the program and its code first: no engine, no Google
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     image = pinned_image(args, cluster)
+    found_ray = programs.check_ray(program, local_image(args, cluster)) if ray else ""
     check_nothing_runs(api, cluster, run_id, args, env)
     run_url = cluster.run_url(run_id, env.environ)
     checked = ""
@@ -168,6 +179,13 @@ def run(args, env) -> ExitStatus:
     env.say(f"{'Resuming' if args.resume else 'Starting'} run {run_id} on {len(cluster.nodes)} node(s), "
             f"image {image}", f"Run directory: {run_url}" + (f"; its check: {checked}" if checked else ""))
     env.say(program.describe(run_url) + (f" ({declared.path.name}'s command)" if declared is not None else ""))
+    if ray:
+        env.say(f"Ray: node 0 starts a Ray head (port {RAY_PORT}) and runs the command with {RAY_ADDRESS_ENV}; nodes "
+                f"1-{len(cluster.nodes) - 1} join it and run nothing else, and end when node 0's command has ended; "
+                "each node's /dev/shm is 30% of its memory, Ray's object store" + (f" (image's ray: {found_ray})"
+                                                                                   if found_ray else "")
+                if len(cluster.nodes) > 1 else f"Ray: one node: node 0 starts a Ray head and runs the command with "
+                f"{RAY_ADDRESS_ENV}")
     env.say(time_limit(args, limits["max_minutes"]))
     if args.stall_minutes:
         env.say(f"Stall limit: a node whose program prints no new line and writes no new stats for "
@@ -190,7 +208,7 @@ def run(args, env) -> ExitStatus:
                               torchrun=program.torchrun, command=program.command, sync=sync,
                               sync_seconds=args.sync_every, stats_file=stats_file,
                               figures=declared.figures if declared else {}, show=declared.show if declared else {},
-                              **limits)
+                              ray=ray, **limits)
     for node, spec in zip(cluster.nodes, specs):
         api.write_spec(node, spec)
         env.say(f"  node {node.rank} {node.name}: run spec written (rank {node.rank} of {len(cluster.nodes)})")
@@ -223,6 +241,14 @@ def pinned_image(args, cluster) -> str:
         f"Build and push it: `make build-train PROJECT={args.project}` (the tag is the project's version: its git "
         "commit, or a hash of its files while edits are uncommitted, then the kit's torch recipe where gantry writes "
         "its Dockerfile, so each commit, edit or kit upgrade needs a build)."))
+
+
+def local_image(args, cluster) -> str:
+    """The image `gantry run` launches, by the name this machine's engine holds it under after a build (""
+    for --image: the registry's, which this machine may never have pulled)."""
+    if args.project is not None:
+        return projects.local_ref(args.project, cluster.flavour)
+    return "" if args.image else images.local_tag(cluster.flavour)
 
 
 def check_resumable(cluster, run_id: str, env) -> None:

@@ -93,6 +93,16 @@ def command_lines(statuses, now: float | None = None) -> list[str]:
     return lines
 
 
+def ray_line(size: dict, nodes_launched: int) -> str:
+    """A Ray launch's cluster, as node 0's agent last read it from `ray status`."""
+    if not size:
+        return "ray: the cluster's size is not in yet (node 0's agent asks `ray status` once its head is up)"
+    joined = ("" if size["nodes"] >= nodes_launched else
+              f" of {nodes_launched} (the others are still joining, or restarting)")
+    return (f"ray: {size['nodes']} node(s){joined}, {_number(size['CPU'])} CPUs and {_number(size['GPU'])} GPUs in "
+            "the cluster the program's ray.init() joined")
+
+
 def run(args, env) -> ExitStatus:
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
@@ -114,6 +124,8 @@ def run(args, env) -> ExitStatus:
     for line in command_lines(statuses):
         env.say(line)
     spec, master = statuses[0].spec, statuses[0].report
+    if spec is not None and spec.ray and master.run == spec.run_id:
+        env.say(ray_line(master.ray, len(statuses)))
     if spec is not None and master.run == spec.run_id:
         pace = spec.show.get("pace")
         if pace and hourly and pace["key"] in master.figures:  # none for the local cloud, which bills nothing
