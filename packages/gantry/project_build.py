@@ -158,6 +158,8 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
               progress: Callable[[str], None], network_mode: str | None = "host", nocache: bool = False) -> Built:
     """Build through the docker SDK; every line to ``progress`` and the log; a failure names the failing step and
     the log in one line."""
+    import docker
+
     client = images.docker_client()
     log.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
@@ -167,30 +169,36 @@ def run_build(context, dockerfile_name: str, tag: str, build_args: dict, log: Pa
                                   buildargs={k: str(v) for k, v in build_args.items()}, decode=True, rm=True,
                                   forcerm=True, pull=False, nocache=nocache, network_mode=network_mode,
                                   platform=images.PLATFORM)
-        for chunk in stream:
-            if "error" in chunk:
-                out.write(chunk["error"] + "\n")
-                error = ANSI.sub("", (chunk["error"].strip().splitlines() or ["unknown error"])[-1])
-                # a RUN that failed: its first error line (pip's ERROR: ...) says more than the engine's exit code
-                printed = [ANSI.sub("", line).strip() for line in lines[step_start:]]
-                printed = [line for line in printed if line and not line.startswith(
-                    ("---> ", "Removing intermediate container", "Step "))]
-                said = (first_error(printed) or (printed[-1] if printed else error)) \
-                    if "returned a non-zero code" in error else error
-                where = f"at {step}" if step else "before its first step"
-                raise images.ImageBuildError(f"building {tag} failed {where}: {said[:200]}",
-                                             f"The full build log is {log}")
-            if "aux" in chunk and "ID" in chunk["aux"]:
-                image_id = chunk["aux"]["ID"]
-            for line in chunk.get("stream", "").splitlines():
-                out.write(line + "\n")
-                lines.append(line)
-                if line.startswith("Step ") and " : " in line:
-                    step_start = len(lines)
-                    number, instruction = line.split(" : ", 1)
-                    step = f"step {number.split()[1]} ({instruction[:100]})"
-                if line.strip():
-                    progress(line)
+        try:  # the stream raises a Dockerfile the engine refuses before any step (a parse error) as it starts
+            for chunk in stream:
+                if "error" in chunk:
+                    out.write(chunk["error"] + "\n")
+                    error = ANSI.sub("", (chunk["error"].strip().splitlines() or ["unknown error"])[-1])
+                    # a RUN that failed: its first error line (pip's ERROR: ...) says more than the engine's exit code
+                    printed = [ANSI.sub("", line).strip() for line in lines[step_start:]]
+                    printed = [line for line in printed if line and not line.startswith(
+                        ("---> ", "Removing intermediate container", "Step "))]
+                    said = (first_error(printed) or (printed[-1] if printed else error)) \
+                        if "returned a non-zero code" in error else error
+                    where = f"at {step}" if step else "before its first step"
+                    raise images.ImageBuildError(f"building {tag} failed {where}: {said[:200]}",
+                                                 f"The full build log is {log}")
+                if "aux" in chunk and "ID" in chunk["aux"]:
+                    image_id = chunk["aux"]["ID"]
+                for line in chunk.get("stream", "").splitlines():
+                    out.write(line + "\n")
+                    lines.append(line)
+                    if line.startswith("Step ") and " : " in line:
+                        step_start = len(lines)
+                        number, instruction = line.split(" : ", 1)
+                        step = f"step {number.split()[1]} ({instruction[:100]})"
+                    if line.strip():
+                        progress(line)
+        except docker.errors.APIError as refused:
+            said = " ".join(str(refused.explanation or refused).split())
+            out.write(said + "\n")
+            raise images.ImageBuildError(f"{dockerfile_name} cannot be built: {said[:200]}",
+                                         "Fix that line of it; nothing was built") from None
     image = client.images.get(tag)
     return Built(tag, image_id or image.id, time.monotonic() - start, cached_steps(lines))
 

@@ -169,6 +169,14 @@ def test_a_projects_own_dockerfile_failing_or_without_torch_is_one_line(docker_c
     assert "\x1b" not in failed.value.line()
     assert log.is_file() and "about to fail" in log.read_text()  # the first failure's log is still there
 
+    # a line the engine cannot parse: its own words, not docker-py's request URL
+    (project / "Dockerfile").write_text(f"FROM {local_base}\nRUNN echo hi\n")
+    with pytest.raises(images.ImageBuildError) as failed:
+        build(project, local_base, lines)
+    line = failed.value.line()  # the engine's words: "dockerfile parse error line 2: unknown instruction: RUNN"
+    assert line.startswith("Dockerfile cannot be built: dockerfile parse error") and "RUNN" in line, line
+    assert line.endswith(". Fix that line of it; nothing was built") and "http+docker" not in line
+
     # no torch, maybe not even `python`; the label makes an image of its own, so removing it leaves the base alone;
     # the Dockerfile at a path of its own (--dockerfile), which takes no BASE_IMAGE and says so before the build
     (project / "Dockerfile").unlink()
