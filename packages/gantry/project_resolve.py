@@ -152,7 +152,9 @@ def check(lines: list[Line], pins: dict, say: Callable[[str], None], run=subproc
         raise GantryError(f"{len(failed)} of {len(requirements)} requirement(s) cannot be installed in the image as "
                           f"wheels: {named}",
                           f"Pin versions with wheels for {here} (`pip index versions NAME` lists them), or ask for "
-                          f"the Python they need in {project_pins.PYTHON_FILE} (3.10); nothing was built")
+                          f"the Python they need in {project_pins.PYTHON_FILE} "
+                          f"({'3.10' if python == DEFAULT_PYTHON else ', '.join(project_pins.PYTHONS)}); nothing was "
+                          "built")
     raise GantryError(f"the requirements do not resolve together for {here} with the image's torch "
                       f"{pins['torch']}: {why_not(together, named=True, python=python)}",
                       "Loosen or change the pins pip names (its full message: pip install --dry-run -r "

@@ -146,6 +146,25 @@ def test_every_python_a_project_may_ask_for_has_the_images_torch(python, index):
     assert found, f"{index} has no linux/amd64 {tag} wheel of {torch_pins.requirement(PINS)} for .python-version {python}"
 
 
+@pytest.mark.timeout(300)
+def test_a_projects_requirements_are_judged_for_the_python_it_asks_for_not_the_one_running_gantry(tmp_path,
+                                                                                                  monkeypatch):
+    """alpha-zero-general's tensorflow-io-gcs-filesystem==0.26.0 (Requires-Python <3.11, >=3.7): wheels for 3.10,
+    none the 3.11 image can take. pip before 25.0 checked Requires-Python against the Python that runs it, and
+    refused it for .python-version 3.10 too (pyproject's cloud extra asks for pip>=25.0)."""
+    from gantry import project_pins, project_resolve
+    from gantry.errors import GantryError
+
+    get("https://pypi.org/simple/tensorflow-io-gcs-filesystem/")  # a skip naming PyPI when it does not answer
+    line = project_pins.Line("requirements.txt", 38, "tensorflow-io-gcs-filesystem==0.26.0")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no set remembered from an earlier run (resolved_marker)
+    said: list[str] = []
+    with pytest.raises(GantryError, match=r"requirements.txt:38: tensorflow-io-gcs-filesystem==0.26.0 .*Python 3.11"):
+        project_resolve.check([line], PINS, said.append, python="3.11")
+    project_resolve.check([line], PINS, said.append, python="3.10")
+    assert said[-1] == "gantry: all 1 requirement(s) resolve to wheels for Python 3.10 on linux x86_64", said
+
+
 # ---- 2. the CUDA image's torch carries exactly the CUDA infra requires -------------------------------------------
 
 def requires_dist(wheel: dict, version: str) -> list[str]:
