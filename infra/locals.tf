@@ -13,7 +13,7 @@ locals {
   # Google's published source range for IAP TCP forwarding: the only way in over SSH.
   iap_source_range = "35.235.240.0/20"
 
-  # serviceusage and cloudresourcemanager must be on before the first apply (gantry.project_setup.SETUP_APIS:
+  # serviceusage and cloudresourcemanager must be on before the first apply (gantry.preflight.project_setup.SETUP_APIS:
   # Terraform enables the rest through the one and grants the nodes' roles through the other); listed here too so
   # the deployment records that it relies on them.
   required_apis = concat([

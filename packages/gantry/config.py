@@ -34,7 +34,7 @@ class Deployment:
     project_id: str
     region: str
     zone: str
-    fallback_zones: tuple[str, ...]  # where `make apply` moves on a stock-out in zone (gantry.cli.apply)
+    fallback_zones: tuple[str, ...]  # where `make apply` moves on a stock-out in zone (gantry.flows.apply)
     deployment_name: str
     use_gpu: bool  # false: C4 CPU nodes; true: GPU nodes (infra/gpu_shapes.json: T4 on N1, L4 on G2, A100 on A2, H100 on A3)
     node_count: int  # 1 = single node; master + workers beyond

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from gantry import propagation
 from gantry.config import Deployment
+from gantry.gcp import propagation
 
 _ZONE = re.compile(r"\b([a-z]+-[a-z]+\d+-[a-z])\b")
 _QUOTA = re.compile(r"Quota '([A-Z0-9_]+)' exceeded\.?\s*Limit:\s*([\d.]+)(?:\s+in region ([a-z]+-[a-z]+\d+))?")

@@ -9,7 +9,7 @@ builds the CPU image offline) and extra CA certificates (docker/certs/, for TLS-
 Images are built for linux/amd64 whatever the laptop is (the nodes are x86 VMs: an Apple-silicon
 laptop must not ship an arm64 image). The CLI verbs `gantry build` (make build-train: build, then
 push) and `gantry push` (make push-train) live in gantry/cli/build.py and push.py; the registry side is
-gantry/registry.py.
+gantry/gcp/registry.py.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> 
     cluster = Cluster.from_outputs(Terraform(infra_dir, stdout=stdout, stderr=stderr).outputs())
     if cluster.use_tpu:
         from gantry.gcp import GoogleApis
-        from gantry.tpu_nodes import TpuNodes
+        from gantry.gcp.tpu_nodes import TpuNodes
 
         return cluster, TpuNodes(GoogleApis.connect(environ), cluster)
-    from gantry.compute_nodes import ComputeNodes
     from gantry.gcp import Compute
+    from gantry.gcp.compute_nodes import ComputeNodes
 
     return cluster, ComputeNodes(Compute.connect(environ), cluster)

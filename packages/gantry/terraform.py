@@ -90,7 +90,7 @@ class Terraform:
 
     def apply(self, var_file: str | Path, overrides: dict[str, str] | None = None) -> None:
         """terraform apply -auto-approve -var-file=... [-var=NAME=VALUE ...] (no interactive approval);
-        ``overrides`` win over the file's values (gantry.cli.apply's zone after a stock-out). Terraform takes the last
+        ``overrides`` win over the file's values (gantry.flows.apply's zone after a stock-out). Terraform takes the last
         value a variable gets on the command line, so -var must come after -var-file: python-terraform's apply()
         puts it first (the file's zone won, and a stock-out retried the same zone), cmd() keeps this order."""
         extra = {"var": [f"{name}={value}" for name, value in overrides.items()]} if overrides else {}

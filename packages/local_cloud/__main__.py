@@ -177,7 +177,7 @@ def delete_bucket(args) -> int:
         return 0
     try:
         print(f"local-cloud: bucket {request(args.dir, '/bucket/delete', {}, 'delete its bucket')['said']}")
-    except Refused as refused:  # the google provider's words, which `gantry destroy` reads (gantry.bucket)
+    except Refused as refused:  # the google provider's words, which `gantry destroy` reads (gantry.gcp.bucket)
         print(refused.said, file=sys.stderr)
         return 1
     return 0

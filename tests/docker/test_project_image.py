@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from checkout import REPO
 from docker_helpers import docker
-from gantry import images, project_build, project_dockerfile
+from gantry import images
 from gantry.errors import GantryError
+from gantry.projects import build as project_build
+from gantry.projects import dockerfile as project_dockerfile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

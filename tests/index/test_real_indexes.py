@@ -130,14 +130,14 @@ def test_every_torch_pin_resolves_on_the_index_its_install_uses(who, requirement
 
 
 def project_python_cases() -> list[tuple[str, str]]:
-    from gantry.project_pins import PYTHONS
+    from gantry.projects.pins import PYTHONS
 
     return [(python, index) for python in PYTHONS for index in (PINS["cpu_index_url"], PINS["cuda_index_url"])]
 
 
 @pytest.mark.parametrize(("python", "index"), project_python_cases())
 def test_every_python_a_project_may_ask_for_has_the_images_torch(python, index):
-    """A project's .python-version (gantry.project_pins.PYTHONS) builds its image's torch layer for that Python, from
+    """A project's .python-version (gantry.projects.pins.PYTHONS) builds its image's torch layer for that Python, from
     the CPU index (cpu) or PyPI (cuda): each must list a linux/amd64 wheel of the pin for it."""
     tag = "cp" + python.replace(".", "")
     files = index_files(index, "torch")
@@ -152,8 +152,9 @@ def test_a_projects_requirements_are_judged_for_the_python_it_asks_for_not_the_o
     """alpha-zero-general's tensorflow-io-gcs-filesystem==0.26.0 (Requires-Python <3.11, >=3.7): wheels for 3.10,
     none the 3.11 image can take. pip before 25.0 checked Requires-Python against the Python that runs it, and
     refused it for .python-version 3.10 too (pyproject's cloud extra asks for pip>=25.0)."""
-    from gantry import project_pins, project_resolve
     from gantry.errors import GantryError
+    from gantry.projects import pins as project_pins
+    from gantry.projects import resolve as project_resolve
 
     get("https://pypi.org/simple/tensorflow-io-gcs-filesystem/")  # a skip naming PyPI when it does not answer
     line = project_pins.Line("requirements.txt", 38, "tensorflow-io-gcs-filesystem==0.26.0")
@@ -211,17 +212,19 @@ def debian_cases() -> list[tuple[str, str, str, str]]:
         for install in re.findall(r"apt-get install ([^&;|]+)", text):
             cases += [(f"docker/{dockerfile.name}", "https://deb.debian.org/debian", release, package)
                       for package in install.split() if not package.startswith("-")]
-    from gantry import project_apt  # git and make, in every image `gantry build --project` writes
+    from gantry.projects import (
+        apt as project_apt,  # git and make, in every image `gantry build --project` writes
+    )
 
-    cases += [("packages/gantry/project_apt.py", "https://deb.debian.org/debian", project_apt.RELEASE, package)
+    cases += [("packages/gantry/projects/apt.py", "https://deb.debian.org/debian", project_apt.RELEASE, package)
               for package in project_apt.ALWAYS]
     return cases
 
 
 def test_project_apt_reads_the_real_index_it_names(tmp_path):
-    """apt.txt's check (gantry/project_apt.py) parses Debian's own Packages.xz: the packages every project image
+    """apt.txt's check (gantry/projects/apt.py) parses Debian's own Packages.xz: the packages every project image
     installs are in it, a virtual package counts, and a name that is no package is not."""
-    from gantry import project_apt
+    from gantry.projects import apt as project_apt
 
     get(project_apt.INDEX_URL)  # a skip naming the host when the archive does not answer
     names = project_apt.index_names({"XDG_CACHE_HOME": str(tmp_path)})

@@ -233,8 +233,8 @@ def test_tfvars_example_sets_only_declared_variables():
 def test_providers_bill_the_project_and_the_setup_apis_are_required():
     """User credentials without a quota project get 403s from Service Usage (terraform-provider-google #7351, #1538):
     both providers bill calls to the project, with arguments the real provider's schema has (the stand-in serves
-    it), and required_apis lists the APIs preflight asks the user to enable first (gantry.project_setup)."""
-    from gantry.project_setup import SETUP_APIS
+    it), and required_apis lists the APIs preflight asks the user to enable first (gantry.preflight.project_setup)."""
+    from gantry.preflight.project_setup import SETUP_APIS
 
     providers = (INFRA / "providers.tf").read_text()
     blocks = re.findall(r'^provider "([\w-]+)" \{(.*?)^\}', providers, re.MULTILINE | re.DOTALL)

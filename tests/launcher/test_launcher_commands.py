@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from gantry import programs, projects, runs
+from gantry import projects, runs
+from gantry.runs import programs
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.outputs import stats_figures

@@ -5,8 +5,9 @@ read from an Application Default Credentials file as `gcloud auth application-de
 import json
 
 import pytest
-from gantry import preflight, project_setup
+from gantry import preflight
 from gantry.gcp import find_credentials
+from gantry.preflight import project_setup
 from gantry.status import ExitStatus
 from launcher_helpers import needs_terraform
 from local_cloud.googleapis import error

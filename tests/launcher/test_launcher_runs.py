@@ -9,8 +9,9 @@ import time
 
 import pytest
 from agent_helpers import wait_until
-from gantry import config, cost, program_file, runs, stats_reports
+from gantry import config, cost, runs
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
+from gantry.runs import program_file, stats_reports
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.outputs import stats_figures

@@ -27,7 +27,7 @@ from contextlib import ExitStack
 
 import pytest
 from agent_helpers import wait_until
-from gantry import program_file
+from gantry.runs import program_file
 from gantry.status import ExitStatus
 from gantry_agent.outputs import stats_figures
 from launch_contract import ENDED, EndRecord, RunSpec, sync_url
@@ -78,7 +78,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, deployment, monkeypatch):
     """`make local-cloud`, then the README's walkthrough block in its order (readme_walkthrough), every step of it,
     with what a run meets on the way: a run before the push, a second run, a Spot preemption, make stop, a resume
     that ends by the default time budget, your own torchrun program; make destroy last."""
-    from gantry import programs
+    from gantry.runs import programs
 
     began = time.monotonic()
     walkthrough = readme_walkthrough()

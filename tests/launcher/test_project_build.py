@@ -10,8 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from gantry import images, project_build, project_context, project_dockerfile, project_pins, projects
+from gantry import images, projects
 from gantry.errors import GantryError
+from gantry.projects import build as project_build
+from gantry.projects import context as project_context
+from gantry.projects import dockerfile as project_dockerfile
+from gantry.projects import pins as project_pins
 from launch_contract import PROJECT_ROOT
 from launcher_helpers import REPO, isolated_environ, run_module
 
@@ -306,7 +310,7 @@ def test_requirements_that_resolved_are_not_asked_again_and_a_change_is(tmp_path
     """One pip call for a set that resolves, none for the same set again: a code-only rebuild stays in seconds."""
     import subprocess
 
-    from gantry import project_resolve
+    from gantry.projects import resolve as project_resolve
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls, said = [], []
@@ -389,19 +393,20 @@ def test_devcontainer_writes_the_project_image_and_keeps_an_existing_file(tmp_pa
 def test_a_project_image_is_pushed_where_gantry_projects_names_it(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from gantry.cli import Environment, push
+    from gantry.cli import Environment
+    from gantry.flows import publish
     from gantry.status import ExitStatus
 
     project = write(tmp_path / "my-trainer", {"requirements.txt": "six\n"})
     repository = "us-central1-docker.pkg.dev/demo-project/gantry"
     pushed = {}
-    monkeypatch.setattr(push, "Terraform", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(publish, "Terraform", lambda *a, **k: SimpleNamespace(
         outputs=lambda: {"image_repository_url": repository}))
-    monkeypatch.setattr(push.registry, "push_auth", lambda host: None)
-    monkeypatch.setattr(push.registry, "push", lambda local, target, tag, auth, say: pushed.update(
+    monkeypatch.setattr(publish.registry, "push_auth", lambda host: None)
+    monkeypatch.setattr(publish.registry, "push", lambda local, target, tag, auth, say: pushed.update(
         local=local, target=f"{target}:{tag}") or f"{target}@sha256:ab")
     said = io.StringIO()
-    assert push.publish(SimpleNamespace(infra_dir=tmp_path), Environment(stdout=said), "cuda",
+    assert publish.publish(SimpleNamespace(infra_dir=tmp_path), Environment(stdout=said), "cuda",
                         project=project) == ExitStatus.OK
     assert pushed == {"local": projects.local_ref(project, "cuda"),
                       "target": projects.image_ref(repository, project, "cuda")}
@@ -422,7 +427,7 @@ def debian_index(folder: Path, packages: list[str], provides: dict[str, str] | N
 def test_apt_txt_names_are_asked_of_debians_index_before_anything_is_built(tmp_path):
     """#100: a misspelt package costs a second, named with the index's close names, not a build failing at apt-get;
     every name it holds goes into the image with git and make."""
-    from gantry import project_apt
+    from gantry.projects import apt as project_apt
 
     index = debian_index(tmp_path, ["git", "make", "libgl1", "ffmpeg", "ffmpegfs", "libsndfile1"],
                          provides={"ffmpeg": "avconv"})

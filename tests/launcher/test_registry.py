@@ -3,7 +3,7 @@ shape (the distribution API with its bearer-token handshake), and the push's own
 
 import pytest
 from fake_registry import FakeRegistry
-from gantry import registry
+from gantry.gcp import registry
 
 
 def test_lookup_follows_the_bearer_token_handshake_and_pins_the_digest():

@@ -98,7 +98,7 @@ def module_graph(on_import_only: bool = False) -> dict[str, set[str]]:
 
 def test_no_import_cycle_inside_a_package():
     """A cycle forces function-level imports and an import order that works by luck: shared names go down a layer
-    (launch_contract, selfplay.errors, gantry.checks, gantry.nodes)."""
+    (launch_contract, selfplay.errors, gantry.preflight.checks, gantry.nodes)."""
     graph, cycles = module_graph(), []
 
     def walk(start, node, path):
@@ -111,6 +111,25 @@ def test_no_import_cycle_inside_a_package():
     for module in sorted(graph):
         walk(module, module, [module])
     assert cycles == []
+
+
+# gantry's wings (docs/ARCHITECTURE.md): the verbs on top, the flows they share below them, the library under both
+GANTRY_WINGS = ("gantry.gcp", "gantry.preflight", "gantry.projects", "gantry.runs")
+
+
+def test_gantrys_verbs_import_no_other_verb_and_the_library_no_verb_or_flow():
+    """A verb (gantry/cli/VERB.py) is thin: what two verbs share is a flow (gantry/flows/) or the library, never
+    another verb; the library (the wings and the modules beside them) imports neither, so it can be read alone."""
+    graph = module_graph()
+    verbs = {m for m in graph if m.startswith("gantry.cli.")}
+    helpers = {"gantry.cli.follow"}  # run's and logs' follow loop, no verb of its own
+    crossing = sorted(f"{m} -> {e}" for m in verbs for e in graph[m] if e in verbs - helpers)
+    assert crossing == [], "move what they share into gantry/flows/"
+    library = {m for m in graph if m.startswith("gantry.") and not m.startswith(("gantry.cli", "gantry.flows"))
+               and m != "gantry.__main__"}
+    upward = sorted(f"{m} -> {e}" for m in library for e in graph[m] if e.startswith(("gantry.cli", "gantry.flows")))
+    assert upward == []
+    assert all(wing in graph for wing in GANTRY_WINGS)
 
 
 def test_the_selfplay_command_line_imports_torch_only_in_the_verb_that_runs():

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gantry import images, project_build, project_context
-from gantry.cli import push
+from gantry import images
 from gantry.errors import GantryError
+from gantry.flows import publish
+from gantry.projects import build as project_build
+from gantry.projects import context as project_context
 from gantry.status import ExitStatus
 
 NAME = "build"
@@ -39,7 +41,7 @@ examples:
 
 
 def add_arguments(parser) -> None:
-    push.add_arguments(parser)  # --gpu / --tpu / --cpu
+    publish.add_flavour_arguments(parser)
     parser.add_argument("--no-push", action="store_true", help="build only; push later with `gantry push`")
     parser.add_argument("--base-image", help="BASE_IMAGE build arg (e.g. gantry-base:bookworm from make docker-base)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE", help="any build arg")
@@ -74,7 +76,7 @@ def build_args(items: list[str], base_image: str | None) -> dict[str, str]:
 
 
 def run(args, env) -> ExitStatus:
-    flavour = push.chosen_flavour(args)
+    flavour = publish.chosen_flavour(args)
     tag = images.local_tag(flavour)
     wheel_dir = None if args.no_wheels else (args.wheel_dir or images.default_wheel_dir())
     certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert
@@ -92,7 +94,7 @@ def run(args, env) -> ExitStatus:
     if args.no_push:
         env.say("Not pushed (--no-push). Push it with `make push-train` before `make run-gcp`.")
         return ExitStatus.OK
-    return push.publish(args, env, flavour, built_only_if_undeployed=True)
+    return publish.publish(args, env, flavour, built_only_if_undeployed=True)
 
 
 def build_project(args, env, flavour: str, wheel_dir: Path | None, certs: list[Path]) -> ExitStatus:
@@ -105,4 +107,4 @@ def build_project(args, env, flavour: str, wheel_dir: Path | None, certs: list[P
     if args.no_push:
         env.say(f"Not pushed (--no-push). Build without it to push before `gantry run --project {args.project}`.")
         return ExitStatus.OK
-    return push.publish(args, env, flavour, built_only_if_undeployed=True, project=args.project)
+    return publish.publish(args, env, flavour, built_only_if_undeployed=True, project=args.project)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gantry import bucket, config, diagnose, inventory
+from gantry import config, diagnose
 from gantry.errors import TerraformError
-from gantry.gcp import Compute, GoogleApis
+from gantry.gcp import Compute, GoogleApis, bucket, inventory
 from gantry.status import ExitStatus
 from gantry.terraform import Terraform
 

@@ -8,9 +8,12 @@ from pathlib import Path
 
 from launch_contract import PROJECT_ROOT
 
-from gantry import images, project_build, project_context, project_dockerfile, projects
-from gantry.cli import push
+from gantry import images, projects
 from gantry.errors import GantryError
+from gantry.flows import publish
+from gantry.projects import build as project_build
+from gantry.projects import context as project_context
+from gantry.projects import dockerfile as project_dockerfile
 from gantry.status import ExitStatus
 
 NAME = "devcontainer"
@@ -32,7 +35,7 @@ examples:
 
 
 def add_arguments(parser) -> None:
-    push.add_arguments(parser)  # --gpu / --tpu / --cpu
+    publish.add_flavour_arguments(parser)
     parser.add_argument("--project", type=Path, required=True, metavar="DIR", help="your project's folder")
     parser.add_argument("--force", action="store_true", help="replace an existing .devcontainer/devcontainer.json")
     parser.add_argument("--no-build", action="store_true", help="write the file only; build the image later")
@@ -65,7 +68,7 @@ def run(args, env) -> ExitStatus:
     target = project / ".devcontainer" / "devcontainer.json"
     if target.exists() and not args.force:
         raise GantryError(f"{target} exists", "Pass --force to replace it")
-    flavour = push.chosen_flavour(args)
+    flavour = publish.chosen_flavour(args)
     # Written before the tag is taken: in a git work tree the new file makes it uncommitted, so the version becomes
     # the content hash (which leaves .devcontainer out), the one `gantry build --project` will tag with next.
     target.parent.mkdir(exist_ok=True)

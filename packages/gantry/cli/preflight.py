@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from gantry import checks, config, cost, preflight, project_setup
+from gantry import config
 from gantry.errors import CheckFailed
-from gantry.gcp import Compute, GoogleApis
-from gantry.local_world import LOCAL_ENV
+from gantry.flows.readiness import check_and_show
 from gantry.status import ExitStatus
 
 NAME = "preflight"
@@ -32,24 +31,10 @@ def add_arguments(parser) -> None:
 
 def run(args, env) -> ExitStatus:
     deployment = config.load(args.var_file, args.infra_dir)
-    report = check(deployment, env)
+    report = check_and_show(deployment, env)
     if report.failed:
         names = ", ".join(c.name for c in report.failed)
         raise CheckFailed(f"preflight found {len(report.failed)} blocker(s): {names}",
                           "Apply the fixes listed above, then `make preflight` again.")
     env.say("Ready: `make apply` creates this deployment.")
     return ExitStatus.OK
-
-
-def check(deployment, env) -> preflight.Report:
-    """Run and print preflight and the cost estimate (shared with `gantry apply`)."""
-    compute = Compute.connect(env.environ)  # raises with the login command when there are none
-    report = preflight.run(deployment, compute, GoogleApis.connect(env.environ))
-    first = preflight.Report(deployment)
-    first.add("credentials", checks.OK, compute.describe_credentials())
-    project_setup.check_quota_project(first, compute.credentials, deployment.project_id)
-    report.checks[:0] = first.checks
-    env.say(*preflight.render(report))
-    estimate = cost.estimate(deployment, cpus=report.cpus_per_node, memory_gb=report.memory_gb_per_node)
-    env.say(*cost.render(estimate, local=LOCAL_ENV in env.environ))
-    return report

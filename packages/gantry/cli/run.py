@@ -23,10 +23,12 @@ from launch_contract import (
     sync_url,
 )
 
-from gantry import config, images, nodes, program_file, programs, projects, registry, runs
+from gantry import config, images, nodes, projects, runs
 from gantry.cli.follow import follow
 from gantry.config import MAX_MINUTES_FLAG
 from gantry.errors import GantryError
+from gantry.gcp import registry
+from gantry.runs import program_file, programs
 from gantry.status import ExitStatus
 
 NAME = "run"

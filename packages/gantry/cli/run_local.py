@@ -11,8 +11,9 @@ from pathlib import Path
 
 from launch_contract import DEFAULT_SYNC_SECONDS, PROJECT_ROOT, RunSpec
 
-from gantry import images, program_file, programs, projects, runs
+from gantry import images, projects, runs
 from gantry.errors import GantryError
+from gantry.runs import program_file, programs
 from gantry.status import ExitStatus
 
 NAME = "run-local"

@@ -6,9 +6,10 @@ import time
 
 from launch_contract import STEP_KEYS, State
 
-from gantry import config, cost, nodes, runs, stats_reports
+from gantry import config, cost, nodes, runs
 from gantry.errors import GantryError
 from gantry.local_world import LOCAL_ENV
+from gantry.runs import stats_reports
 from gantry.status import ExitStatus
 
 NAME = "status"

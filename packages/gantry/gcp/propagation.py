@@ -22,7 +22,7 @@ _NEW_ACCOUNT = re.compile(r"Service account (\S+@\S+\.iam\.gserviceaccount\.com)
 def reason(terraform_output: str) -> str | None:
     """Why a failed apply is worth one more try after a wait, or None when it is not that."""
     if DISABLED.search(terraform_output):
-        from gantry.project_setup import SETUP_APIS
+        from gantry.preflight.project_setup import SETUP_APIS
 
         if set(services(terraform_output)) & set(SETUP_APIS):
             return None  # off before the apply, and Terraform cannot turn it on: waiting fixes nothing

@@ -18,7 +18,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from gantry import project_context, project_dockerfile, project_pins
+from gantry.projects import context as project_context
+from gantry.projects import dockerfile as project_dockerfile
+from gantry.projects import pins as project_pins
 
 
 def name(project: Path) -> str:
@@ -54,7 +56,7 @@ def content_hash(project: Path, files: list[Path]) -> str:
 
 
 def context_files(project: Path) -> list[Path]:
-    """The files a build of ``project`` sends (gantry.project_context, with its ignore rules)."""
+    """The files a build of ``project`` sends (gantry.projects.context, with its ignore rules)."""
     return project_context.context_files(project)
 
 

@@ -27,7 +27,7 @@ from launch_contract import (
     check_relative,
 )
 
-from gantry import program_file
+from gantry.runs import program_file
 from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 

@@ -1,10 +1,10 @@
 """Preflight: will `terraform apply` of this deployment succeed, and what would stop it?
 
 Read-only calls to the Compute API, in the order a failure is cheapest to explain:
-credentials (and a user's quota project) -> the APIs Terraform cannot enable itself (gantry.project_setup) ->
+credentials (and a user's quota project) -> the APIs Terraform cannot enable itself (gantry.preflight.project_setup) ->
 project and Compute API -> zone -> machine type -> accelerator -> quotas for the
-whole deployment (node_count x the need of one node: gantry.vm_quotas). A TPU VM: the type (Cloud TPU API) and
-its quota (Cloud Quotas API, gantry.tpu_quota) instead of the VM checks. Every failed check names the
+whole deployment (node_count x the need of one node: gantry.preflight.vm_quotas). A TPU VM: the type (Cloud TPU API) and
+its quota (Cloud Quotas API, gantry.preflight.tpu_quota) instead of the VM checks. Every failed check names the
 exact shortfall and the command or console page that fixes it; when the chosen zone
 lacks the shape, the zones of the region that have it are listed.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gantry import policies, project_setup, tpu_quota, vm_quotas
-from gantry.checks import FAIL, OK, QUOTA_CONSOLE, WARN, Check
 from gantry.config import Deployment
 from gantry.errors import CredentialsError, GantryError
 from gantry.gcp import LOGIN_FIX, Compute, GoogleApis, short_name
+from gantry.preflight import policies, project_setup, tpu_quota, vm_quotas
+from gantry.preflight.checks import FAIL, OK, QUOTA_CONSOLE, WARN, Check
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Report:
 
 
 def run(deployment: Deployment, compute: Compute, apis: GoogleApis | None = None) -> Report:
-    """``apis``: also check the organisation policies (gantry.policies) through Resource Manager."""
+    """``apis``: also check the organisation policies (gantry.preflight.policies) through Resource Manager."""
     report = Report(deployment)
     # The APIs Terraform cannot enable itself come first: on a fresh project they are the first fix to make.
     disabled = project_setup.check_apis(report, deployment, apis) if apis is not None else set()
@@ -90,7 +90,7 @@ def _run(report: Report, d: Deployment, compute: Compute, apis: GoogleApis | Non
 
     if d.use_tpu:
         # The TPU VM is created by the Cloud TPU API, not Compute: the VM shape, image and CPU/GPU
-        # quota checks below do not apply to it; its type and quota are Cloud TPU's (gantry.tpu_quota).
+        # quota checks below do not apply to it; its type and quota are Cloud TPU's (gantry.preflight.tpu_quota).
         if apis is None:
             report.add("TPU", WARN, f"{d.tpu_type} in {d.zone}: TPU type and quota not checked",
                        f"Check your TRC allocation or TPU quota for {d.tpu_type} in {d.zone}: "
@@ -190,7 +190,7 @@ def _check_image(report: Report, d: Deployment, compute: Compute) -> None:
 
 
 def _check_fallback_zones(report: Report, d: Deployment, offering: list[str]) -> None:
-    """A stock-out would move the nodes to these zones (gantry.cli.apply): each must offer the shape."""
+    """A stock-out would move the nodes to these zones (gantry.flows.apply): each must offer the shape."""
     shape = d.shape
     lacking = [z for z in d.fallback_zones if z not in offering]
     if not lacking:

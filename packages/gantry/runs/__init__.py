@@ -5,8 +5,8 @@ A run needs no SSH: the launcher writes a run spec (JSON) into each node's metad
 container, and reports back through the guest attribute ``gantry/agent``. Every read here (status,
 logs) goes through Google's APIs, so a laptop that disconnects loses nothing: ``gantry status`` and
 ``gantry logs`` pick the run up again. Which API depends on the nodes (``NodeApi``, picked by
-``gantry.nodes.connect``): Compute Engine for C4/N1 VMs (gantry.compute_nodes: instances.setMetadata, the serial
-port), Cloud TPU for a TPU VM (gantry.tpu_nodes: nodes.patch, the output in the run's bucket folder).
+``gantry.nodes.connect``): Compute Engine for C4/N1 VMs (gantry.gcp.compute_nodes: instances.setMetadata, the serial
+port), Cloud TPU for a TPU VM (gantry.gcp.tpu_nodes: nodes.patch, the output in the run's bucket folder).
 
     cluster, api = nodes.connect("infra", os.environ)
     specs = launch_specs(cluster, run_id, image, program_words, run_url=cluster.run_url(run_id, os.environ))
@@ -144,7 +144,7 @@ def launch_specs(cluster: Cluster, run_id: str, image: str, args: list[str], *, 
             for node in cluster.nodes]
 
 
-# ---- the nodes' API: Compute Engine for VMs (gantry.compute_nodes), Cloud TPU for a TPU VM (gantry.tpu_nodes) ----
+# ---- the nodes' API: Compute Engine for VMs (gantry.gcp.compute_nodes), Cloud TPU for a TPU VM (gantry.gcp.tpu_nodes) ----
 class NodeApi(Protocol):
     """What the run verbs ask of the API that manages the nodes; ``connect`` picks one by ``Cluster.use_tpu``."""
 

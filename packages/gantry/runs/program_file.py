@@ -36,7 +36,7 @@ from launch_contract import RUN_DIR_ENV
 from gantry.errors import GantryError
 
 FILE_NAME = "gantry.yaml"
-KIT_ROOT = Path(__file__).resolve().parents[2]  # the repository: the kit's trainer is its project
+KIT_ROOT = Path(__file__).resolve().parents[3]  # the repository: the kit's trainer is its project
 PACKAGES_DIR = KIT_ROOT / "packages"  # what the kit's image holds (selfplay, toytrain, yours under packages/)
 KEYS = ("command", "check", "sync", "stats", "figures", "pace", "reports", "ray")
 CHECK_TIMEOUT_S = 120

@@ -7,9 +7,9 @@ Kinds, the first found wins (--dockerfile PATH names one of the project's own an
   pyproject.toml    [project].dependencies in their own layer, then the code and `pip install --no-deps .` (one
                     without a [project] table beside a requirements.txt is a tools' file: the next kind wins)
   requirements.txt  its requirements in their own layer, then the code
-Before anything is built, gantry.project_resolve asks pip whether every requirement has a wheel for the image's
+Before anything is built, gantry.projects.resolve asks pip whether every requirement has a wheel for the image's
 Python and platform, and refuses, naming each one that has not.
-gantry.project_dockerfile writes the two generated kinds' Dockerfile: docker/Dockerfile's own first steps, verbatim,
+gantry.projects.dockerfile writes the two generated kinds' Dockerfile: docker/Dockerfile's own first steps, verbatim,
 up to its torch step, so the engine's cache reuses the torch layer the kit's image built; then the dependencies
 under a constraint that holds torch at the image's; then the project in launch_contract.PROJECT_ROOT, its WORKDIR,
 owned by and run as uid 1000 (the node agent hands the run folder to the image's numeric user). No ENTRYPOINT: the
@@ -33,9 +33,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gantry import images, project_apt, project_context, project_pins, project_resolve, projects
+from gantry import images, projects
 from gantry.errors import GantryError
-from gantry.project_dockerfile import (
+from gantry.projects import apt as project_apt
+from gantry.projects import context as project_context
+from gantry.projects import pins as project_pins
+from gantry.projects import resolve as project_resolve
+from gantry.projects.dockerfile import (
     GENERATED,
     IMAGE_USER,
     IN_CONTEXT,

@@ -15,9 +15,9 @@ Each finding names the one command that fixes it.
 
 from __future__ import annotations
 
-from gantry.checks import FAIL, OK, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
+from gantry.preflight.checks import FAIL, OK, WARN
 
 # The APIs that must be on before the first apply; infra/locals.tf's required_apis lists them too (keeping them
 # on: destroy leaves APIs enabled), and tests/infra/test_infra_static.py checks that it does.

@@ -18,9 +18,9 @@ chips or TensorCores for v4, chips for v5e), so only a zero is a blocker; less t
 
 from __future__ import annotations
 
-from gantry.checks import FAIL, OK, QUOTA_CONSOLE, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
+from gantry.preflight.checks import FAIL, OK, QUOTA_CONSOLE, WARN
 
 SERVICE = "cloudquotas"
 # tpu_type's generation (the name before its last -N) -> (quota ID prefix, a word the ID must hold, a word it must not)

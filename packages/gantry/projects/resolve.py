@@ -24,9 +24,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gantry import project_pins
 from gantry.errors import GantryError
-from gantry.project_pins import DEFAULT_PYTHON, Line
+from gantry.projects import pins as project_pins
+from gantry.projects.pins import DEFAULT_PYTHON, Line
 
 IMAGE_GLIBC_MINOR = 36  # Debian bookworm's glibc 2.36: wheels tagged manylinux_2_36 and older run there
 # What `--platform` must list for pip to take every wheel that runs on the image: pip expands manylinux2014 to

@@ -15,8 +15,11 @@ from pathlib import Path
 
 from launch_contract import PROJECT_ROOT
 
-from gantry import images, project_apt, project_context, project_pins
+from gantry import images
 from gantry.errors import GantryError
+from gantry.projects import apt as project_apt
+from gantry.projects import context as project_context
+from gantry.projects import pins as project_pins
 
 KINDS = ("Dockerfile", "pyproject.toml", "requirements.txt")
 TORCH_STEP = "RUN sh /tmp/build/install_torch.sh"  # docker/Dockerfile's torch layer, the last step shared
@@ -100,7 +103,7 @@ def dockerfile(kind: str, has_dependencies: bool, root: Path = images.REPO_ROOT,
     lines += ["", "FROM ${BASE_IMAGE}", "ARG FLAVOUR=cpu",
               ("ENV PATH=/opt/venv/bin:${PATH} PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 "
                "GANTRY_IMAGE_FLAVOUR=${FLAVOUR} NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility"),
-              "# git, make and the project's apt.txt (gantry/project_apt.py): the dev container is this image",
+              "# git, make and the project's apt.txt (gantry/projects/apt.py): the dev container is this image",
               project_apt.install_step(packages),
               (f"RUN useradd --create-home --uid 1000 --user-group trainer && mkdir -p {PROJECT_ROOT} "
                f"&& chown {IMAGE_USER} {PROJECT_ROOT}"),

@@ -9,10 +9,10 @@ warning, never a blocker.
 
 from __future__ import annotations
 
-from gantry.checks import FAIL, OK, WARN
 from gantry.config import Deployment
 from gantry.gcp import GoogleApis
-from gantry.project_setup import SERVICE_DISABLED, enable_command
+from gantry.preflight.checks import FAIL, OK, WARN
+from gantry.preflight.project_setup import SERVICE_DISABLED, enable_command
 
 # constraint -> (does it apply to this deployment, what it breaks when enforced)
 BOOLEAN = {

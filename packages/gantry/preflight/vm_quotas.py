@@ -6,9 +6,9 @@ the `gcloud quotas preferences create` that asks for more."""
 from __future__ import annotations
 
 from gantry import gpu_shapes
-from gantry.checks import FAIL, OK, QUOTA_CONSOLE, WARN
 from gantry.config import Deployment
 from gantry.cost import load_prices, machine_shape
+from gantry.preflight.checks import FAIL, OK, QUOTA_CONSOLE, WARN
 
 
 def quota_map(quotas) -> dict[str, tuple[float, float]]:
