@@ -90,15 +90,18 @@ class RunOutputs:
         self.last_line, self.last_line_at = "", None
         self.stats_problem = ""  # why the --stats file gives no numbers, when it never will as it is
         self.live = False  # watch_live has seen output: it, not the followers' lagging whole lines, sets last_line
+        self.followed_line = ""  # the newest whole line the follower copied (stdout and stderr)
         self.changed_at = 0.0  # monotonic: the newest line unlike the one before, or new stats (RunSpec.stall_minutes)
 
     # ---- the program's output ----
     def saw(self, line: str, live: bool = False) -> None:
         """A line the program printed (the output follower): the newest non-empty one is the report's last_line;
         once the live watch (watch_live) has seen output, the followers' whole lines, which lag it, no longer set it."""
+        text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
+        if text and not live:
+            self.followed_line = text[-LAST_LINE_CHARS:]  # the whole lines of both streams: the end's last word
         if self.live and not live:
             return
-        text = line.rstrip().rpartition("\r")[2].strip()  # a progress bar redraws its line: the last drawing
         if text:
             if text[-LAST_LINE_CHARS:] != self.last_line:  # the same line again and again is no progress
                 self.changed_at = time.monotonic()
@@ -169,6 +172,13 @@ class RunOutputs:
         line is in before the agent names it (`exited 127: sh: 1: pythn: not found`)."""
         if status != "running" and follower:
             follower.join(timeout=5)
+        if status != "running" and self.live and self.followed_line:
+            # ended: the live watch saw stdout alone (docker attach's stderr is the CLI's), and the follower's whole
+            # lines of both streams are complete now, so an error printed last (a traceback, `selfplay: error: ...`)
+            # is what the report names, not the stdout line before it
+            self.live = False
+            if self.followed_line != self.last_line:
+                self.last_line, self.last_line_at = self.followed_line, int(time.time())
         if not self.folders:
             return
         if status == "running":

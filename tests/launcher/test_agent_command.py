@@ -218,3 +218,9 @@ def test_the_live_watch_keeps_the_bar_being_drawn_and_whole_lines_no_longer_set_
     assert outputs.last_line == "played 4 games"  # the last drawing, its end cut anywhere (a UTF-8 letter too)
     outputs.saw("epoch 2\n")  # the same output through docker logs, late: the live line stays
     assert outputs.last_line == "played 4 games"
+    # the program ends with an error on stderr, which only the follower sees (docker attach's stderr is the CLI's):
+    # once the container has ended, the follower's last whole line is what the report names
+    outputs.saw("selfplay: error: rank 0 stopped at step 53 because another rank was signalled\n")
+    assert outputs.last_line == "played 4 games"  # while it runs, the live view wins
+    outputs.observe("exited", now=0.0)
+    assert outputs.last_line == "selfplay: error: rank 0 stopped at step 53 because another rank was signalled"
