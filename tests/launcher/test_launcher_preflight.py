@@ -35,7 +35,7 @@ def test_gpu_quota_zero_names_the_shortfall_and_how_to_raise_it(cli, deployment,
     assert "[FAIL] quota GPUS_ALL_REGIONS (project): need 2 (2 node(s)), limit 0, in use 0: short by 2" in out
     assert "[FAIL] quota NVIDIA_T4_GPUS (us-central1): need 2" in out
     assert "https://console.cloud.google.com/iam-admin/quotas?project=demo-project" in out
-    assert "--quota-id=GPUS-ALL-REGIONS-per-project" in out
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project" in out and "New projects get 0 GPUs;" in out
     assert "--quota-id=NVIDIA-T4-GPUS-per-project-region --dimensions=region=us-central1 --preferred-value=2" in out
     assert result.stderr.startswith("gantry: error: preflight found 2 blocker(s)")
     assert "Traceback" not in result.output
@@ -48,6 +48,8 @@ def test_partial_usage_counts_against_the_limit(cli, deployment, fake):
     assert result.status == ExitStatus.CHECK_FAILED
     assert "need 32 (2 node(s)), limit 40, in use 20: short by 12" in result.stdout
     assert "--preferred-value=52" in result.stdout
+    # a CPU quota's fix says nothing of GPUs, which a GPU quota's does (new projects have none)
+    assert "--email=YOUR_EMAIL. Approval takes minutes to days." in result.stdout and "GPU" not in result.stdout
 
 
 def test_spot_gpus_use_the_preemptible_quota_when_granted(cli, deployment, fake):

@@ -136,6 +136,7 @@ def _quota(report, d: Deployment, metric: str, quotas: dict, need: float, region
         f"Raise {metric} to at least {usage + need:g} at {QUOTA_CONSOLE.format(project=d.project_id)} "
         f"(filter on {metric}), or: gcloud quotas preferences create --service=compute.googleapis.com "
         f"--project={d.project_id} --quota-id={quota_id}{dims} --preferred-value={usage + need:g} "
-        "--email=YOUR_EMAIL. New projects get 0 GPUs; approval takes minutes to days."
+        "--email=YOUR_EMAIL. " + ("New projects get 0 GPUs; approval takes minutes to days." if "GPU" in metric
+                                  else "Approval takes minutes to days.")
         + ("" if blocking else note),
     )
