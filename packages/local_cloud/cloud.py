@@ -80,6 +80,7 @@ class LocalCloud:
         try:
             self.compute = self.stack.enter_context(FakeCompute.us_central1(project=PROJECT))
             self.compute.on_start = self.started  # `make status` starts a preempted Spot VM: it boots again
+            self.compute.on_stop = self.stopped  # `make stop ARGS=--power-off`: its agent and program go down
             self.apis = self.stack.enter_context(FakeGoogleApis(project=PROJECT))
             self.registry = self.stack.enter_context(LocalRegistry(self.folder / "registry"))
             self.bucket_name = f"{PROJECT}-gantry-runs"
@@ -202,6 +203,7 @@ output "node_zones" {{
                 root = self.folder / "nodes" / name
                 subprocess.run(["rm", "-rf", str(root)], check=False)
                 node = LocalNode(root, metadata, script, self.bucket,
+                                 LOCAL_CLOUD_POWER_OFF_URL=f"{self.control.base_url}/power-off",
                                  GANTRY_AGENT_DOCKER_RUN_ARGS=" ".join(
                                      [f"--label {CONTAINER_LABEL}={self.folder}",
                                       *(f"-e {k}={v}" for k, v in self.bucket.environ.items())]))
@@ -229,6 +231,30 @@ output "node_zones" {{
         for vm in self.vms:
             if vm.record is record:
                 self.boot(vm)
+
+    def stopped(self, record: dict) -> None:
+        """instances.stop of a running VM, or its agent's `systemctl poweroff`: the guest shuts down (the agent's
+        SIGTERM stops its program with a checkpoint), in the background as on GCE, and what still runs is gone."""
+        for vm in self.vms:
+            if vm.record is record:
+                def shut_down(vm=vm):
+                    vm.node.shut_down()
+                    spec = run_spec(vm)
+                    if spec is not None:  # stopped by its agent, or not: the VM is off, and so is the program
+                        subprocess.run(["docker", "stop", "-t", "0", spec.container], capture_output=True, timeout=60,
+                                       check=False)
+
+                threading.Thread(target=shut_down, daemon=True, name=f"stop {record['name']}").start()
+
+    def power_off(self, name: str) -> str:
+        """A node's own power-off (the agent's idle_shutdown_minutes or crash loop): the VM stops."""
+        vm = next((vm for vm in self.vms if vm.record["name"] == name), None)
+        if vm is None:
+            raise LookupError(f"no node {name} to power off")
+        if vm.record["status"] == "RUNNING":
+            vm.record["status"] = "TERMINATED"
+            self.stopped(vm.record)
+        return f"{name} powered off"
 
     def delete_nodes(self) -> None:
         """`terraform destroy`: each node shut down (its agent's SIGTERM: a checkpoint), its containers gone."""
@@ -285,8 +311,7 @@ output "node_zones" {{
             raise LookupError(f"there is no node {rank}: the local cloud has nodes 0 to {len(self.vms) - 1}"
                               if self.vms else "there are no nodes yet: run `make apply` first")
         vm = self.vms[rank]
-        raw = {i["key"]: i["value"] for i in vm.record["metadata"]["items"]}.get(RUN_KEY)
-        spec = RunSpec.from_json(raw) if raw else None
+        spec = run_spec(vm)
         if spec is None or vm.record["status"] != "RUNNING":
             raise LookupError(f"node {rank} runs nothing to preempt ({vm.record['status'].lower()}, "
                               f"{'run ' + spec.run_id if spec else 'no run'}): start one with `make run-gcp`")
@@ -297,6 +322,12 @@ output "node_zones" {{
         return (f"preempted node {rank} ({vm.record['name']}, run {spec.run_id}): SIGTERM, its agent stopped the "
                 f"program in {time.monotonic() - begun:.0f} s of the {SPOT_NOTICE_S} s notice; the VM is stopped. "
                 "`make status` starts it again, and the run resumes.")
+
+
+def run_spec(vm: Vm) -> RunSpec | None:
+    """The run spec in the VM's metadata (RUN_KEY), as its agent reads it."""
+    raw = {i["key"]: i["value"] for i in vm.record["metadata"]["items"]}.get(RUN_KEY)
+    return RunSpec.from_json(raw) if raw else None
 
 
 def remove_containers(folder: str, name: str | None = None) -> int:
@@ -331,6 +362,8 @@ class _ControlHandler(StandInHandler):
                 answer = {"said": cloud.fault(body["fault"])}
             elif self.path == "/preempt":
                 answer = {"said": cloud.preempt(int(body["node"]))}
+            elif self.path == "/power-off":
+                answer = {"said": cloud.power_off(str(body["node"]))}
             else:
                 self.reply_json(404, {"error": f"no such request {self.path}"})
                 return

@@ -75,6 +75,7 @@ class FakeCompute(LoopbackServer):
     stopped: list[str] = field(default_factory=list)  # instances.stop calls, by instance name
     operations: int = 0
     on_start: object = None  # called with the instance record when instances.start starts a stopped VM
+    on_stop: object = None  # ... and when instances.stop stops a running one
 
     # ---- ready-made worlds ----
     @classmethod
@@ -313,8 +314,10 @@ class FakeCompute(LoopbackServer):
         instance, error = self._find(zone, name)
         if error:
             return error
-        instance["status"] = "TERMINATED"  # Compute's name for a stopped VM
+        was, instance["status"] = instance["status"], "TERMINATED"  # Compute's name for a stopped VM
         self.stopped.append(name)
+        if self.on_stop is not None and was == "RUNNING":
+            self.on_stop(instance)
         return self._operation(zone, name, "stop")
 
     def _serial_port(self, query, zone, name):

@@ -37,7 +37,12 @@ state = os.environ["TWIN_NODE_DIR"]
 with open(os.path.join(state, "systemctl.log"), "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\n")
 args = sys.argv[1:]
-if args[:1] == ["restart"] and args[1].startswith("gantry-agent"):
+if args[:1] == ["poweroff"] and os.environ.get("LOCAL_CLOUD_POWER_OFF_URL"):
+    # the agent's idle or crash-loop power-off: the local cloud stops this VM, as GCE does
+    import json, urllib.request
+    urllib.request.urlopen(urllib.request.Request(os.environ["LOCAL_CLOUD_POWER_OFF_URL"], method="POST", data=json.dumps(
+        {"node": os.path.basename(state)}).encode(), headers={"Content-Type": "application/json"}), timeout=30)
+elif args[:1] == ["restart"] and args[1].startswith("gantry-agent"):
     unit = open(os.path.join(os.environ["GANTRY_SYSTEMD_DIR"], args[1])).read().splitlines()
     settings = dict(line.split("=", 1) for line in unit if "=" in line)
     env = dict(os.environ)

@@ -148,8 +148,13 @@ def test_a_user_rehearses_their_own_project_on_the_local_cloud_through_make(worl
                          timeout=300, interval=2, what="node 1's program to resume from its synced checkpoint")
     assert int(resumed.group(1)) >= 1
 
-    stopped = step("stop", "ARGS=-y")
+    agents = [int(p.read_text()) for p in (folder / "nodes").glob("*/agent.pid")]
+    stopped = step("stop", "ARGS=-y --power-off")
     assert "Stopped run chess." in stopped.stdout, stopped.stdout
+    # instances.stop shuts the guest down as GCE does: each node's agent (and with it its program) goes
+    wait_until(lambda: not any(alive(pid) for pid in agents), timeout=120, interval=1, what="the agents to stop")
+    off = step("status", ok=False).stdout
+    assert [row.split()[2] for row in off.splitlines() if re.match(r"\d+ +gantry-node-", row)] == ["terminated"] * 2, off
     home = tmp_path / "home"
     fetched = step(*(w.replace("RUN_ID", "chess") for w in fetch[1:]), f"ARGS=--dest {home}")
     assert "Copied" in fetched.stdout, fetched.stdout
