@@ -57,7 +57,7 @@ class Agent:
         self.m = Memory(started_at=time.monotonic())
         self.detail = ""  # the state's detail, as the report shows it
         self.step, self.figures = None, {}
-        self.ray_size, self.ray_asked = {}, 0.0  # node 0 of a Ray launch: the cluster, as `ray status` last said
+        self.ray = ray_cluster.ClusterWatch()  # node 0 of a Ray launch: the cluster, as `ray status` last said
         self.idle_since = time.monotonic()
         self.powered_off = False
         self.published, self.published_at = None, 0.0
@@ -131,13 +131,15 @@ class Agent:
         if outputs:
             outputs.observe(statuses[outputs.container][0], time.monotonic(), self.follower)
         now = time.monotonic()
+        finished = bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished)
         observed = Observation(
-            spec=spec, now=now, statuses=statuses, wall=time.time(),
-            finished=bool(spec and spec.action == "start" and spec.launch_id in self.endings.finished),
+            spec=spec, now=now, statuses=statuses, wall=time.time(), finished=finished,
             step=self.step, halted=halted, last_line=outputs.last_line if outputs else "",
             quiet_s=now - max(self.m.started_at, outputs.changed_at) if outputs else None,
+            # a Ray worker's launch ends with node 0's: asked of the bucket while it is not over here
             head_ended=bool(spec and spec.ray and spec.node_rank > 0 and spec.action == "start" and spec.run_dir
-                            and ray_cluster.head_ended(spec, self.metadata.token, self.s.storage_url)))
+                            and not finished and ray_cluster.head_ended(spec, self.metadata.token,
+                                                                        self.s.storage_url)))
         self.m, actions = decide(self.m, observed, self.s.restart_seconds, self.s.crash_loop_minutes)
         for action in actions:
             self.act(action)
@@ -186,7 +188,7 @@ class Agent:
             return
         self.log(f"started run {spec.run_id} as node {spec.node_rank}/{spec.nnodes} ({spec.image})")
         self.m = started(self.m, spec.container, time.monotonic())
-        self.step, self.figures, self.ray_size = None, {}, {}
+        self.step, self.figures, self.ray = None, {}, ray_cluster.ClusterWatch()
         self.ensure_follower(spec.container, fresh=True)
         self.set_state(State.RUNNING, "")
 
@@ -249,16 +251,8 @@ class Agent:
         if step not in (None, self.step) or figures != self.figures:
             outputs.changed_at = time.monotonic()  # new stats: the program is not stalled
         self.figures = figures
-        spec = self.spec
-        every = ray_cluster.STATUS_EVERY_SECONDS if self.ray_size else ray_cluster.STATUS_FIRST_SECONDS
-        if spec.ray and spec.node_rank == 0 and time.monotonic() - self.ray_asked >= every \
-                and spec.container in self.m.seen_running:
-            self.ray_asked = time.monotonic()
-            try:
-                said = self.docker("exec", spec.container, "ray", "status", timeout=60).stdout
-            except (OSError, subprocess.TimeoutExpired):
-                said = ""  # asked again in STATUS_EVERY_SECONDS
-            self.ray_size = ray_cluster.cluster_size(said) or self.ray_size
+        if self.spec.ray and self.spec.node_rank == 0 and self.spec.container in self.m.seen_running:
+            self.ray.read(self.docker, self.spec.container)
         if step is not None:
             self.step = step
             self.m = after_progress(self.m, self.step)
@@ -280,7 +274,7 @@ class Agent:
                       last_line=outputs.last_line if outputs else "",
                       last_line_at=outputs.last_line_at if outputs else None,
                       stats_problem=outputs.stats_problem if outputs else "",
-                      ray=self.ray_size if spec and spec.ray else {})
+                      ray=self.ray.size if spec and spec.ray else {})
 
     def publish(self, last_word: bool = False) -> None:
         """The report to the guest attribute, within GCE's rate limit (the token bucket); ``last_word`` (powering

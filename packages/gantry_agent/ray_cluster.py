@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import time
 
 from launch_contract import RAY_ADDRESS_ENV, RAY_PORT, EndRecord, RunSpec, ended_url
 
@@ -56,6 +58,25 @@ def head_ended(spec: RunSpec, token, storage_url: str) -> bool:
         return False  # unreachable now: asked again next loop
     record = EndRecord.from_json(raw) if raw is not None else None
     return record is not None and record.launch == spec.launch_id
+
+
+class ClusterWatch:
+    """Node 0's view of its cluster for the report: `ray status` in its container, every 5 s until it first answers,
+    then every 30 s (the cluster changes when a node joins or leaves, not in between)."""
+
+    def __init__(self):
+        self.size, self.asked = {}, 0.0
+
+    def read(self, docker, container: str) -> None:
+        every = STATUS_EVERY_SECONDS if self.size else STATUS_FIRST_SECONDS
+        if time.monotonic() - self.asked < every:
+            return
+        self.asked = time.monotonic()
+        try:
+            said = docker("exec", container, "ray", "status", timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return  # asked again at the next turn
+        self.size = cluster_size(said) or self.size
 
 
 NODE_LINE = re.compile(r"^\s*(\d+) node_[0-9a-f]+\s*$")

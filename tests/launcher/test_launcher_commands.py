@@ -460,7 +460,8 @@ def test_a_ray_project_is_one_cluster_and_a_ray_init_that_cannot_join_one_is_ref
         "or pass them only when RAY_ADDRESS is unset; nothing was started.")]
     assert nothing_started(fake, world)
 
-    commit(project, {"scripts/train_multi_gpu.py": "import ray\n\nray.init()\n"})
+    commit(project, {"scripts/train_multi_gpu.py": (  # its own choice: the cluster when it is given one
+        "import os\nimport ray\n\nif os.environ.get('RAY_ADDRESS'):\n    ray.init()\nelse:\n    ray.init(num_cpus=4)\n")})
     registry.add(f"demo-project/gantry/{projects.name(project)}", f"cpu-{projects.version(project)}")
     result = cli("run", "--detach", "--run-id", "ray1", "--project", str(project), environ=world["environ"])
     assert result.status == ExitStatus.OK, result.output

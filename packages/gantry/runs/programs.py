@@ -252,7 +252,8 @@ SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site
 
 def ray_init_refusals(project: Path, limit: int = 5000) -> list[str]:
     """FILE:LINE ray.init(NAME=...) for each call in the project's Python files that Ray refuses once RAY_ADDRESS
-    names a cluster (muzero-general's `ray.init(num_gpus=total_gpus)`): node 0 would crash-loop on it."""
+    names a cluster (muzero-general's `ray.init(num_gpus=total_gpus)`): node 0 would crash-loop on it. A call
+    under an `if` that tests RAY_ADDRESS is the project's own choice between a cluster and this machine."""
     found = []
     for path in sorted(project.rglob("*.py"))[:limit]:
         if SKIPPED_FOLDERS & set(path.relative_to(project).parts):
@@ -261,9 +262,12 @@ def ray_init_refusals(project: Path, limit: int = 5000) -> list[str]:
             tree = ast.parse(path.read_bytes())
         except (SyntaxError, ValueError, OSError):
             continue
+        guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.If, ast.IfExp))
+                   and "RAY_ADDRESS" in ast.dump(node.test) for inner in ast.walk(node)}
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "init"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ray"):
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ray"
+                    and id(node) not in guarded):  # a call made only when RAY_ADDRESS says so knows the cluster
                 names = [k.arg for k in node.keywords if k.arg in RAY_INIT_LOCAL_ONLY]
                 if names:
                     found.append(f"{path.relative_to(project)}:{node.lineno} ray.init({', '.join(names)}=...)")
