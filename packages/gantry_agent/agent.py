@@ -252,7 +252,7 @@ class Agent:
             outputs.changed_at = time.monotonic()  # new stats: the program is not stalled
         self.figures = figures
         if self.spec.ray and self.spec.node_rank == 0 and self.spec.container in self.m.seen_running:
-            self.ray.read(self.docker, self.spec.container)
+            self.ray.read(self.docker, self.spec.container, self.spec.nnodes)
         if step is not None:
             self.step = step
             self.m = after_progress(self.m, self.step)

@@ -25,8 +25,8 @@ from . import storage
 # Ray's object store takes 30% of the node's memory unless told otherwise (ray_constants.
 # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION) and falls back to /tmp, slower, when /dev/shm is smaller.
 OBJECT_STORE_SHARE = 0.3
-STATUS_EVERY_SECONDS = 30.0  # how often node 0's agent asks `ray status`; every 5 s until it first answers
-STATUS_FIRST_SECONDS = 5.0
+STATUS_EVERY_SECONDS = 30.0  # how often node 0's agent asks `ray status`; every 5 s while nodes are still joining
+STATUS_JOINING_SECONDS = 5.0
 START = "ray start --disable-usage-stats"
 HEAD = f'{START} --head --port={RAY_PORT} --include-dashboard=false && exec "$@"'
 WORKER = (f'while :; do {START} --address="${RAY_ADDRESS_ENV}" --block; ray stop --force >/dev/null 2>&1; '
@@ -61,14 +61,15 @@ def head_ended(spec: RunSpec, token, storage_url: str) -> bool:
 
 
 class ClusterWatch:
-    """Node 0's view of its cluster for the report: `ray status` in its container, every 5 s until it first answers,
-    then every 30 s (the cluster changes when a node joins or leaves, not in between)."""
+    """Node 0's view of its cluster for the report: `ray status` in its container, every 5 s until every node of the
+    launch has joined, then every 30 s (the cluster changes when a node joins or leaves, not in between)."""
 
     def __init__(self):
         self.size, self.asked = {}, 0.0
 
-    def read(self, docker, container: str) -> None:
-        every = STATUS_EVERY_SECONDS if self.size else STATUS_FIRST_SECONDS
+    def read(self, docker, container: str, nodes: int) -> None:
+        joined = self.size.get("nodes", 0) >= nodes
+        every = STATUS_EVERY_SECONDS if joined else STATUS_JOINING_SECONDS
         if time.monotonic() - self.asked < every:
             return
         self.asked = time.monotonic()

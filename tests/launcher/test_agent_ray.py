@@ -146,21 +146,24 @@ def test_the_spec_refuses_a_ray_launch_that_is_no_command_or_names_the_heads_add
         ray_spec(0, env=("RAY_ADDRESS=10.0.0.9:6379",))
 
 
-def test_node_0_asks_ray_status_every_5_s_until_it_answers_then_every_30_s(monkeypatch):
+def test_node_0_asks_ray_status_every_5_s_until_every_node_joined_then_every_30_s(monkeypatch):
+    one_node = TWO_NODES.replace(" 1 node_010ca6ccc790791ec3d769b8bdd2087b4855620dec30759788dfa5a1\n", "")
     said, asked = iter(["No cluster status. It may take a few seconds for the Ray internal services to start up.",
-                        TWO_NODES]), []
+                        one_node, TWO_NODES]), []
 
     def docker(*args, timeout):
         asked.append(args)
         return subprocess.CompletedProcess(args, 0, stdout=next(said), stderr="")
 
-    clock = iter([100.0, 100.0, 103.0, 106.0, 106.0, 120.0, 137.0])
+    clock = iter([100.0, 100.0, 103.0, 106.0, 106.0, 111.0, 111.0, 125.0, 137.0])
     monkeypatch.setattr(ray_cluster.time, "monotonic", lambda: next(clock))
     watch = ray_cluster.ClusterWatch()
-    watch.read(docker, "gantry-run-r1-0")  # 100 s: asked, not up yet
-    watch.read(docker, "gantry-run-r1-0")  # 103 s: too soon
-    watch.read(docker, "gantry-run-r1-0")  # 106 s: asked again, the cluster answers
-    assert asked == [("exec", "gantry-run-r1-0", "ray", "status")] * 2
+    watch.read(docker, "gantry-run-r1-0", nodes=2)  # 100 s: asked, not up yet
+    watch.read(docker, "gantry-run-r1-0", nodes=2)  # 103 s: too soon
+    watch.read(docker, "gantry-run-r1-0", nodes=2)  # 106 s: the head alone
+    assert watch.size["nodes"] == 1
+    watch.read(docker, "gantry-run-r1-0", nodes=2)  # 111 s: 5 s on, node 1 has joined
+    assert asked == [("exec", "gantry-run-r1-0", "ray", "status")] * 3
     assert watch.size == {"nodes": 2, "CPU": 4.0, "GPU": 0.0}
-    watch.read(docker, "gantry-run-r1-0")  # 120 s: within 30 s of the answer
-    assert len(asked) == 2
+    watch.read(docker, "gantry-run-r1-0", nodes=2)  # 125 s: within 30 s of the whole cluster
+    assert len(asked) == 3

@@ -196,7 +196,7 @@ def ray_across_the_nodes(step, tmp_path: Path, serial: list[Path], build: list[s
     shutil.copytree(REPO / "tests" / "launcher" / "fixtures" / "ray_project", project)
     step("build-train", f"PROJECT={project}", f"BASE_IMAGE={BASE_IMAGE}", timeout=900)
     started = step("run-gcp", f"PROJECT={project}", "ARGS=--ray --detach --run-id ray --stats out/stats.jsonl -- "
-                   "python selfplay_ray.py --nodes 2 --seconds 20")
+                   "python selfplay_ray.py --nodes 2 --seconds 30")
     assert "Ray: node 0 starts a Ray head (port 6379) and runs the command with RAY_ADDRESS; nodes 1-1 join it" in \
         started.stdout, started.stdout
     sized = wait_until(lambda: (lambda out: out if "ray: 2 node(s)" in out else None)(step("status").stdout),

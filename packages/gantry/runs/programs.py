@@ -27,9 +27,9 @@ from launch_contract import (
     check_relative,
 )
 
-from gantry.runs import program_file
 from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG
 from gantry.errors import GantryError
+from gantry.runs import program_file
 
 TORCHRUN, COMMAND = "torchrun", "command"
 PYTHON = program_file.PYTHON  # python, python3, python3.12: the scripts a project check can see
