@@ -174,7 +174,31 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "when": stamp}
+    measure_throughput(args, report)
+    measure_timed_runs(args, report)
+    if args.train_minutes and not run_dirs:
+        code = train_seeds(args, stamp, run_dirs)
+        if code:
+            return code
+    if run_dirs:
+        report["training"] = grade_runs(args, run_dirs, report["machine"])
+    out = write_new_result(f"bench-{stamp}", json.dumps(report, indent=2))
+    if report.get("training", {}).get("runs", [{}])[0].get("curve"):  # make plot's picture of the first run's curve
+        print(f"drew {plot.plot(out)}", flush=True)
+    print_tables(report)
+    print(f"\nwrote {out}")
+    if args.train_minutes and not args.from_run:  # the checkpoints of a 2-hour run are ~300 MB: say where they are
+        for d in run_dirs:
+            kept = len(checkpoint.list_checkpoints(d))
+            size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+            print(f"{d} keeps its {kept} checkpoint{'s' * (kept != 1)} ({size / 1e6:.0f} MB) to grade again with "
+                  f"--from-run; rm -r {d} when done")
+    return 0
 
+
+def measure_throughput(args: argparse.Namespace, report: dict) -> None:
+    """Self-play, its fp32 ISA variants and the learner, each alone for a few seconds: report's selfplay, fp32_isa,
+    learner."""
     shipped = shipped_case()
     # make train-local's own case first, then the widths and batches it was chosen against
     cases = [shipped, *(c for c in [(32, 4, 128, 64, 1.0), (32, 4, 128, 64, 0.25), (32, 4, 64, 64, 1.0),
@@ -202,6 +226,9 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
         print(f"learner {r['net']}: {r['samples_per_s_auto']:.0f} samples/s ({r['precision_auto']}), "
               f"{r['samples_per_s_fp32']:.0f} fp32", flush=True)
 
+
+def measure_timed_runs(args: argparse.Namespace, report: dict) -> None:
+    """Short trainings: rank scaling, the default pace (priced per million positions), inference placement."""
     # --quick is a smoke run of every path on a machine busy with make test's other workers: each timed run ends
     # at its third learner step, so it has played positions whatever the load, with 120 s as a bound. A window of
     # 10 s played none twice in CI (2026-11-27) when the actors' start took all of it: 0 positions/s, then a
@@ -221,65 +248,75 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
     if args.placement_seconds:
         report["inference_placement"] = inference_placement(timed_config, placement_s, quick_run)
 
+
+def train_seeds(args: argparse.Namespace, stamp: str, run_dirs: list[Path]) -> int:
+    """The timed trainings, one a seed, each in a new run folder appended to ``run_dirs``; the exit code of the
+    first that failed (its own line said why), else 0. Ctrl-C: KeyboardInterrupt once the trainer has checkpointed."""
     # what the training runs' CPU is: this one, or this one held to an AVX2-only CPU's instructions and fp32
     isa_env, isa_args = (AVX2_ONLY_ENV, ["--actors.precision=fp32", "--learner.precision=fp32"]) \
         if args.avx2_only else ({}, [])
-    if args.train_minutes and not run_dirs:
-        for seed in args.seeds:
-            run_dirs.append(new_run_dir(f"bench-{stamp}-seed{seed}"))
-            code, stopped = train_seed([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
-                                        f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}",
-                                        f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
-                                        "--run.keep_checkpoints=100",  # the ladder's rungs
-                                        *isa_args, *args.train_args.split()], {**os.environ, **isa_env})
-            wrote = any(run_dirs[-1].iterdir())
-            if (stopped or code) and not wrote:
-                run_dirs.pop().rmdir()  # stopped or refused before it wrote anything
-            if stopped:  # checkpointed as it stopped: gradable like the finished runs, which main names
-                raise KeyboardInterrupt
-            if code:  # the trainer said why in its own line above; nothing it wrote is removed
-                failed_run = run_dirs.pop() if wrote else None
-                done = ",".join(str(d) for d in run_dirs)
-                print(f"bench: the training of seed {seed} stopped (exit {code})"
-                      + (f"; {failed_run} keeps what it wrote" if failed_run else "")
-                      + (f"; grade the finished runs with --from-run {done}" if done else ""), file=sys.stderr)
-                return code
-    if run_dirs:
-        runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
-        if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
-            for r, d in zip(runs, run_dirs):
-                ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25,
-                                             arena.DEFAULT_OPENING_PLIES, seed=0)
-                r["ladder"] = arena.ladder_summary(ladder)
-                print(f"\nElo ladder of {d}:\n{arena.format_ladder(ladder)}", flush=True)
-        report["training"] = {"runs": runs, "train_args": args.train_args,
-                              "held_to_avx2_fp32": args.avx2_only and not args.from_run, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
-                              "azg_30min_mcts_weak_amx_xeon": AZG_30MIN_MCTS_WEAK_AMX_XEON,
-                              "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}
-        if all(r["curve"] for r in runs):
-            rows = error_table([r["curve"][-1] for r in runs])
-            report["training"]["mcts25_table"] = rows
-            cols = ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean", "azg", "ratio", "target", "met"]
-            print("\nPons MCTS-25 weak error (%, Wilson 95% over the positions) of each run's last checkpoint: "
-                  + "; ".join(f"run{i + 1} {r['run']} step {r['curve'][-1]['step']}" for i, r in enumerate(runs))
-                  + f". CPU flags: {' '.join(report['machine']['cpu_flags'])}"
-                  + (", training held to AVX2 and fp32 (--avx2-only)" if report["training"]["held_to_avx2_fp32"] else ""))
-            print(table(rows, cols))
-            if all("final_graded_at" in r for r in runs):
-                rows = error_table([r["final_graded_at"] for r in runs])
-                report["training"][f"mcts{args.final_simulations}_table"] = rows
-                print(f"\nThe same checkpoints at {args.final_simulations} simulations (AlphaZero.jl grades at 600):")
-                print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
-            for i, r in enumerate(runs):
-                print(f"run{i + 1}: {window_summary(r['final_window'])}")
-                if pace := pace_summary(r):
-                    print(f"run{i + 1}: {pace}")
-                if "perfect_play" in r:
-                    print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
+    for seed in args.seeds:
+        run_dirs.append(new_run_dir(f"bench-{stamp}-seed{seed}"))
+        code, stopped = train_seed([sys.executable, "-m", "selfplay", "train", "--config", "connect4",
+                                    f"--run.dir={run_dirs[-1]}", f"--run.seed={seed}",
+                                    f"--run.max_minutes={args.train_minutes}", "--run.checkpoint_every_minutes=5",
+                                    "--run.keep_checkpoints=100",  # the ladder's rungs
+                                    *isa_args, *args.train_args.split()], {**os.environ, **isa_env})
+        wrote = any(run_dirs[-1].iterdir())
+        if (stopped or code) and not wrote:
+            run_dirs.pop().rmdir()  # stopped or refused before it wrote anything
+        if stopped:  # checkpointed as it stopped: gradable like the finished runs, which main names
+            raise KeyboardInterrupt
+        if code:  # the trainer said why in its own line above; nothing it wrote is removed
+            failed_run = run_dirs.pop() if wrote else None
+            done = ",".join(str(d) for d in run_dirs)
+            print(f"bench: the training of seed {seed} stopped (exit {code})"
+                  + (f"; {failed_run} keeps what it wrote" if failed_run else "")
+                  + (f"; grade the finished runs with --from-run {done}" if done else ""), file=sys.stderr)
+            return code
+    return 0
 
-    out = write_new_result(f"bench-{stamp}", json.dumps(report, indent=2))
-    if report.get("training", {}).get("runs", [{}])[0].get("curve"):  # make plot's picture of the first run's curve
-        print(f"drew {plot.plot(out)}", flush=True)
+
+def grade_runs(args: argparse.Namespace, run_dirs: list[Path], machine_info: dict) -> dict:
+    """Each run graded on the Pons sets (its curve, the last checkpoint at --final-simulations, its Elo ladder),
+    the tables printed: the report's training section."""
+    runs = [grade_run(d, args.positions, 25, args.final_simulations) for d in run_dirs]
+    if args.arena_games:  # each run's progress in Elo against fixed baselines (#17: it should rise throughout)
+        for r, d in zip(runs, run_dirs):
+            ladder = arena.ladder_of_run(d, args.arena_baselines, args.arena_games, 25,
+                                         arena.DEFAULT_OPENING_PLIES, seed=0)
+            r["ladder"] = arena.ladder_summary(ladder)
+            print(f"\nElo ladder of {d}:\n{arena.format_ladder(ladder)}", flush=True)
+    training = {"runs": runs, "train_args": args.train_args,
+                "held_to_avx2_fp32": args.avx2_only and not args.from_run, "azg_30min_mcts_weak": AZG_30MIN_MCTS_WEAK,
+                "azg_30min_mcts_weak_amx_xeon": AZG_30MIN_MCTS_WEAK_AMX_XEON,
+                "target_30min_mcts_weak": TARGET_30MIN_MCTS_WEAK}
+    if not all(r["curve"] for r in runs):
+        return training
+    rows = error_table([r["curve"][-1] for r in runs])
+    training["mcts25_table"] = rows
+    cols = ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean", "azg", "ratio", "target", "met"]
+    print("\nPons MCTS-25 weak error (%, Wilson 95% over the positions) of each run's last checkpoint: "
+          + "; ".join(f"run{i + 1} {r['run']} step {r['curve'][-1]['step']}" for i, r in enumerate(runs))
+          + f". CPU flags: {' '.join(machine_info['cpu_flags'])}"
+          + (", training held to AVX2 and fp32 (--avx2-only)" if training["held_to_avx2_fp32"] else ""))
+    print(table(rows, cols))
+    if all("final_graded_at" in r for r in runs):
+        rows = error_table([r["final_graded_at"] for r in runs])
+        training[f"mcts{args.final_simulations}_table"] = rows
+        print(f"\nThe same checkpoints at {args.final_simulations} simulations (AlphaZero.jl grades at 600):")
+        print(table(rows, ["set", *(f"run{i + 1}" for i in range(len(runs))), "mean"]))
+    for i, r in enumerate(runs):
+        print(f"run{i + 1}: {window_summary(r['final_window'])}")
+        if pace := pace_summary(r):
+            print(f"run{i + 1}: {pace}")
+        if "perfect_play" in r:
+            print(f"run{i + 1}: {perfect_play.format_result(r['perfect_play'], args.final_simulations)}")
+    return training
+
+
+def print_tables(report: dict) -> None:
+    """The throughput, scaling, placement and price tables of the report, each where it was measured."""
     if report["selfplay"]:
         print("\n" + table(report["selfplay"], ["net", "runtime", "games_per_actor", "full_search_fraction",
                                                 "simulations_per_s",
@@ -302,15 +339,6 @@ def measure(args: argparse.Namespace, run_dirs: list[Path]) -> int:
         print("\nWhat a million self-play positions cost (list prices; `make status` measures it on your node):")
         print(table(report["per_dollar"], ["shape", "gpu", "positions_per_s", "on_demand_per_million_positions",
                                            "spot_per_million_positions", "basis"]))
-    print(f"\nwrote {out}")
-    if args.train_minutes and not args.from_run:  # the checkpoints of a 2-hour run are ~300 MB: say where they are
-        for d in run_dirs:
-            kept = len(checkpoint.list_checkpoints(d))
-            size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-            print(f"{d} keeps its {kept} checkpoint{'s' * (kept != 1)} ({size / 1e6:.0f} MB) to grade again with "
-                  f"--from-run; rm -r {d} when done")
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
