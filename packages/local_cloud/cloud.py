@@ -235,16 +235,14 @@ output "node_zones" {{
     def stopped(self, record: dict) -> None:
         """instances.stop of a running VM, or its agent's `systemctl poweroff`: the guest shuts down (the agent's
         SIGTERM stops its program with a checkpoint), in the background as on GCE, and what still runs is gone."""
-        for vm in self.vms:
-            if vm.record is record:
-                def shut_down(vm=vm):
-                    vm.node.shut_down()
-                    spec = run_spec(vm)
-                    if spec is not None:  # stopped by its agent, or not: the VM is off, and so is the program
-                        subprocess.run(["docker", "stop", "-t", "0", spec.container], capture_output=True, timeout=60,
-                                       check=False)
+        vm = next(vm for vm in self.vms if vm.record is record)
+        threading.Thread(target=self.shut_down, args=(vm,), daemon=True, name=f"stop {record['name']}").start()
 
-                threading.Thread(target=shut_down, daemon=True, name=f"stop {record['name']}").start()
+    def shut_down(self, vm: Vm) -> None:
+        vm.node.shut_down()
+        spec = run_spec(vm)
+        if spec is not None:  # stopped by its agent, or not: the VM is off, and so is the program
+            subprocess.run(["docker", "stop", "-t", "0", spec.container], capture_output=True, timeout=60, check=False)
 
     def power_off(self, name: str) -> str:
         """A node's own power-off (the agent's idle_shutdown_minutes or crash loop): the VM stops."""

@@ -167,10 +167,10 @@ def run(args, env) -> ExitStatus:
         program_file.check_module(list(program.words))  # packages; an image of your own it cannot see
     ray = args.ray or bool(declared and declared.ray)
     if ray:
-        programs.check_ray(program, "", args.project)  # the program and its code first: no engine, no Google
+        programs.check_ray(program, args.project)  # the program and its code first: no engine, no Google
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     image = pinned_image(args, cluster)
-    found_ray = programs.check_ray(program, local_image(args, cluster)) if ray else ""
+    found_ray = programs.ray_in_image(local_image(args, cluster)) if ray else ""
     check_nothing_runs(api, cluster, run_id, args, env)
     run_url = cluster.run_url(run_id, env.environ)
     checked = ""

@@ -274,11 +274,9 @@ def ray_init_refusals(project: Path, limit: int = 5000) -> list[str]:
     return found
 
 
-def check_ray(program: Program, image: str, project: Path | None = None) -> str:
-    """--ray (or gantry.yaml's ray: true), judged here: node 0 runs a plain command in the cluster, the project's
-    ray.init() calls can join one, and the head starts with the image's `ray`. The image is asked only where this
-    machine's engine holds it (the build left it here); the answer: the `ray` it found, or "" when it could not
-    look."""
+def check_ray(program: Program, project: Path | None) -> None:
+    """--ray (or gantry.yaml's ray: true), judged here: node 0 runs a plain command in the cluster, and the
+    project's ray.init() calls can join one."""
     if not program.command:
         raise GantryError("--ray runs a plain command on node 0, in the Ray cluster; -m MODULE and SCRIPT.py are "
                           "torchrun programs", f"Give the command itself: -- python {shlex.join(program.words)}.")
@@ -288,6 +286,11 @@ def check_ray(program: Program, image: str, project: Path | None = None) -> str:
                           "(\"When connecting to an existing cluster, num_cpus and num_gpus must not be provided\"), "
                           "so node 0 would crash-loop", "Drop them (the cluster counts each node's CPUs and GPUs), or "
                           "pass them only when RAY_ADDRESS is unset; nothing was started.")
+
+
+def ray_in_image(image: str) -> str:
+    """The image's `ray` (node 0 starts the head with it), asked only where this machine's engine holds the image
+    (the build left it here): its path, or "" when it could not look; refused when the image has none."""
     if not image:
         return ""
     try:
