@@ -21,7 +21,7 @@ from pathlib import Path
 from selfplay.errors import ExitStatus
 from selfplay.perfect_play import format_result
 from selfplay.plot import SETS
-from selfplay.stats import ACTOR_NET_KEY
+from selfplay.record_keys import ACTOR_NET_KEY
 
 FROM_MINUTE = 30  # where the counts start: before it every arm is still learning the rules
 SAME_MACHINE_KEYS = ("cpu", "cpu_flags", "torch", "inference_dtype")  # bench.run.machine()'s that set the pace

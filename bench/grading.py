@@ -14,8 +14,20 @@ from selfplay import checkpoint, evaluate, perfect_play, players
 from selfplay.elo import wilson
 from selfplay.games import make_game
 from selfplay.plot import AZG_30MIN_MCTS_WEAK
-from selfplay.record_keys import STATS_FILE, TRAIN_KIND
-from selfplay.stats import ACTOR_NET_KEY, SAMPLES_PER_POSITION_KEY, WAIT_FRACTION_KEY, read_records
+from selfplay.record_keys import (
+    ACTOR_NET_KEY,
+    DRAW_RATE_KEY,
+    GAME_LENGTH_KEY,
+    GAMES_KEY,
+    POSITIONS_KEY,
+    SAMPLES_PER_POSITION_KEY,
+    SIMULATIONS_PER_S_KEY,
+    STATS_FILE,
+    STEP_CHART_KEY,
+    TRAIN_KIND,
+    WAIT_FRACTION_KEY,
+)
+from selfplay.stats import read_records
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
 # per Pons set (bench/REFERENCE.md says how each was measured), on the two CPU kinds: AZG_30MIN_MCTS_WEAK (selfplay.plot,
@@ -50,13 +62,13 @@ def grade_run(run_dir: Path, positions: int, sims: int, final_sims: int) -> dict
         row["minutes"] = round((path.stat().st_mtime - t0) / 60, 1) if t0 else None
         curve.append(row)
     # the newest progress window in which games finished (draw rate and game length are empty in the others)
-    last = next((r for r in reversed(stats) if r["kind"] == TRAIN_KIND and r.get("selfplay/game_length")), {})
+    last = next((r for r in reversed(stats) if r["kind"] == TRAIN_KIND and r.get(GAME_LENGTH_KEY)), {})
     out = {"run": str(run_dir), "mcts_simulations": sims, "curve": curve,
            "periodic_eval": [r for r in stats if r["kind"] == "eval"],
            # what users of self-play trainers watch, from the run's last progress window
-           "final_window": {k: last.get(k) for k in ("selfplay/games", "selfplay/positions", "selfplay/draw_rate",
-                                                      "selfplay/game_length", "charts/simulations_per_s",
-                                                      "charts/step", ACTOR_NET_KEY)},
+           "final_window": {k: last.get(k) for k in (GAMES_KEY, POSITIONS_KEY, DRAW_RATE_KEY,
+                                                      GAME_LENGTH_KEY, SIMULATIONS_PER_S_KEY,
+                                                      STEP_CHART_KEY, ACTOR_NET_KEY)},
            **learner_pace(stats)}
     if curve and final_sims:
         out["final_graded_at"] = grade_checkpoint(paths[-1], positions, final_sims)
@@ -112,10 +124,10 @@ def error_table(graded_runs: list[dict]) -> list[dict]:
 
 def window_summary(window: dict) -> str:
     """A run's last progress window (grade_run's final_window) in words."""
-    if window.get("selfplay/games") is None:
+    if window.get(GAMES_KEY) is None:
         return "no finished game in its progress records"
-    return (f"{window['selfplay/games']:,.0f} games, {window['selfplay/positions']:,.0f} positions recorded, last "
-            f"window {window['selfplay/game_length']:.1f} plies a game, {window['selfplay/draw_rate']:.1%} drawn"
+    return (f"{window[GAMES_KEY]:,.0f} games, {window[POSITIONS_KEY]:,.0f} positions recorded, last "
+            f"window {window[GAME_LENGTH_KEY]:.1f} plies a game, {window[DRAW_RATE_KEY]:.1%} drawn"
             + (f", actors {window[ACTOR_NET_KEY]}" if window.get(ACTOR_NET_KEY) else ""))
 
 

@@ -270,50 +270,6 @@ def arena_weights(state_dict: dict, config: dict, step: int, earlier: list[str],
                      opening_plies, seed)
 
 
-class PeriodicArena:
-    """eval.arena_every_minutes: the learner's weights in the arena, in a spawned process on a copy of them, never
-    waited on (like PeriodicEval). The first runs after one interval (the starting weights are random); each
-    result is recorded at the step whose weights played, as kind "arena"."""
-
-    def __init__(self, cfg, run_dir, is_main: bool, runlog):
-        from .actors import background_pool
-
-        self.cfg, self.run_dir, self.runlog = cfg, run_dir, runlog
-        self.pending = None
-        self.pending_step = 0
-        self.last_t = time.monotonic()
-        due = cfg.eval.arena_every_minutes > 0 and is_main
-        self.pool = background_pool() if due else None
-
-    def poll(self, step: int, model, now: float) -> None:
-        from . import checkpoint
-
-        ec = self.cfg.eval
-        if self.pending is not None and self.pending.done():
-            try:
-                result = self.pending.result()
-                self.runlog.record(self.pending_step, summary(result), kind="arena")
-                self.runlog.say(f"arena at step {self.pending_step}:\n{format_table(result)}")
-            except Exception as e:  # noqa: BLE001 -- an arena failure must not end the training
-                self.runlog.say(f"warning: arena failed: {e}")
-            self.pending = None
-        if self.pool and self.pending is None and now - self.last_t >= 60 * ec.arena_every_minutes:
-            self.last_t, self.pending_step = now, step
-            earlier = [str(p) for p in checkpoint.list_checkpoints(self.run_dir)
-                       if int(checkpoint.NAME.match(p.name)[1]) < step]
-            earlier = earlier[-ec.arena_previous:] if ec.arena_previous else []
-            state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-            self.pending = self.pool.submit(
-                arena_weights, state, self.cfg.to_dict(), step, earlier, ec.arena_baselines, ec.arena_games,
-                ec.simulations, DEFAULT_OPENING_PLIES, self.cfg.run.seed + step, self.cfg.actors.precision)
-
-    def close(self) -> None:
-        from .actors import stop_background_pool
-
-        if self.pool is not None:
-            stop_background_pool(self.pool)
-
-
 def ladder_of_run(run_dir, baselines: str, games: int, simulations: int, opening_plies: int, seed: int,
                   precision: str = "auto", previous: int = DEFAULT_PREVIOUS, say=None) -> LadderResult:
     """run_ladder over every checkpoint kept in ``run_dir``, the networks at ``simulations`` (0: the run's

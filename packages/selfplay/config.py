@@ -20,6 +20,7 @@ from typing import Literal, get_args, get_origin
 
 from .errors import ConfigError
 from .games import GAMES
+from .record_keys import ELAPSED_MINUTES_KEY, REMAINING_MINUTES_KEY
 
 # Arena baselines by name: the config validates eval.arena_baselines with it, players.py builds them from it.
 BASELINE = re.compile(r"^(random|greedy|minimax(\d+)|mcts(\d+))$")
@@ -276,6 +277,28 @@ class RunConfig(Section):
     def time_progress(self, elapsed_s: float) -> float:
         """Share of this session's time budget spent after ``elapsed_s`` (0 without one)."""
         return min(1.0, elapsed_s / (60 * self.max_minutes)) if self.max_minutes else 0.0
+
+    def rank_seed(self, rank: int) -> int:
+        """A rank's seed: its learner's, replay's and actors' seeds and its arena's derive from it."""
+        return self.seed + 1000 * rank
+
+    def spent_by(self, step: int, elapsed_s: float) -> str:
+        """What ends this session now, the end record's reason: "max_steps", "max_minutes", or "" while both last."""
+        if self.max_steps and step >= self.max_steps:
+            return "max_steps"
+        if self.max_minutes and elapsed_s >= 60 * self.max_minutes:
+            return "max_minutes"
+        return ""
+
+    def clock(self, step: int, elapsed_s: float, steps_per_s: float) -> dict:
+        """The progress record's minutes so far and, with a budget, the minutes left: by max_minutes, or by max_steps
+        at the last window's step rate, whichever ends the run first (None while a steps-only run has no rate)."""
+        left = []
+        if self.max_minutes:
+            left.append(self.max_minutes - elapsed_s / 60)
+        if self.max_steps and steps_per_s > 0:
+            left.append(max(0, self.max_steps - step) / steps_per_s / 60)
+        return {ELAPSED_MINUTES_KEY: elapsed_s / 60, REMAINING_MINUTES_KEY: max(0.0, min(left)) if left else None}
 
     def budget_progress(self, step: int, time_progress: float) -> float | None:
         """How far the run is through its budget, by minutes or steps, whichever ends it first; None without one.

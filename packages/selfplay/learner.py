@@ -18,7 +18,7 @@ from .distributed import DistInfo, to_cpu
 from .games import Game
 from .hardware import Precision
 from .model import build_model, value_units_firing, widen_input_planes
-from .record_keys import LOSS_KEY
+from .record_keys import LOSS_KEY, POLICY_LOSS_KEY, VALUE_LOSS_KEY
 
 
 def lr_factor(progress: float, schedule: str, final_fraction: float) -> float:
@@ -126,7 +126,7 @@ class Learner:
             import torch_xla
             torch_xla.sync()
         policy, value, total, entropy = losses.tolist()  # one transfer, not four
-        return {"losses/policy": policy, "losses/value": value, LOSS_KEY: total,
+        return {POLICY_LOSS_KEY: policy, VALUE_LOSS_KEY: value, LOSS_KEY: total,
                 "losses/policy_target_entropy": entropy}
 
     def value_units_firing(self) -> float | None:

@@ -16,8 +16,8 @@ from html import escape
 from pathlib import Path
 
 from .errors import SelfplayError
-from .record_keys import STATS_FILE, eval_figures
-from .stats import EVAL_MINUTE, read_records
+from .record_keys import EVAL_MINUTE, STATS_FILE, eval_figures
+from .stats import read_records
 
 # alpha-zero-general after 30 minutes of its own Connect Four training, MCTS-25 weak error over all 1,000 positions
 # per Pons set (bench/REFERENCE.md says how it was measured; bench/run.py compares every 30-minute run with it)

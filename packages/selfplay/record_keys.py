@@ -11,8 +11,29 @@ DEFAULT_CONFIG = "connect4"  # the packaged config `selfplay train`, `launch` an
 END_KIND = "end"  # the record the trainer writes last when it reached its budget (its reason)
 EVAL = "eval"  # namespace (and record kind) of evaluation figures: eval/<set>/<measure>
 ARENA = "arena"  # namespace (and record kind) of arena figures: arena/<opponent>/<measure>
-LOSS_KEY = "losses/total"
+
+# The progress record's headline figures, read beyond the module that writes them (stats.progress_line, make bench,
+# the GPU check, the kit's gantry.yaml): metrics.py writes every key, these are the ones another module names.
+STEP_CHART_KEY = "charts/step"
 POSITIONS_PER_S_KEY = "charts/positions_per_s"  # the self-play pace: what a million positions cost on a node
+SIMULATIONS_PER_S_KEY = "charts/simulations_per_s"
+LEARNER_STEPS_PER_S_KEY = "charts/learner_steps_per_s"
+ELAPSED_MINUTES_KEY, REMAINING_MINUTES_KEY = "charts/elapsed_minutes", "charts/remaining_minutes"  # the budget's
+GAMES_KEY, POSITIONS_KEY = "selfplay/games", "selfplay/positions"  # the session's totals (resumed runs carry them)
+# of the games finished in the window: what users of self-play trainers watch for collapse
+GAME_LENGTH_KEY, DRAW_RATE_KEY = "selfplay/game_length", "selfplay/draw_rate"
+LOSS_KEY, POLICY_LOSS_KEY, VALUE_LOSS_KEY = "losses/total", "losses/policy", "losses/value"
+BUFFER_SIZE_KEY = "learner/buffer_size"  # positions in the replay buffer
+WAIT_REASON_KEY = "learner/wait_reason"  # why the learner waited, when it did
+# each progress window's share of time the learner waited for self-play, and the samples trained so far per
+# recorded position (learner.samples_per_position while self-play is the one behind): make bench reads them
+WAIT_FRACTION_KEY = "learner/wait_fraction"
+SAMPLES_PER_POSITION_KEY = "learner/mean_reuse"
+# what ran the actors' net and in what numbers, as train's first line names it ("onnxruntime/int8", "torch/bf16",
+# "leaves on the learner's cpu"): in every progress record, so make bench's result and make compare can say which
+ACTOR_NET_KEY = "actors/net"
+EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
+EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
 
 
 def eval_key(test_set: str, measure: str) -> str:

@@ -3,6 +3,9 @@ that answers their leaves from the learner's device."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 
 from .actor_pool import ActorPool
@@ -14,6 +17,23 @@ from .learner import Learner
 from .replay import ReplayBuffer
 from .stats import RunLog
 from .weights import SharedWeights, flat_float_state
+
+
+@dataclass
+class Counters:
+    """The session's self-play totals; every checkpoint carries them, so a resumed run goes on counting."""
+
+    games: int = 0
+    positions: int = 0  # recorded for training
+    plies: int = 0  # played
+    draws: int = 0
+    actor_restarts: int = 0
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict) -> Counters:
+        """A checkpoint's counters (a dict: checkpoints hold no classes); names it does not know are dropped."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: int(v) for k, v in saved.items() if k in names})
 
 
 class SelfPlay:
@@ -43,17 +63,17 @@ class SelfPlay:
         self.pool = ActorPool(actors, cfg.to_dict(), self.weights.name, numel, seed, cfg.actors.restart_limit,
                               self.server)
 
-    def collect(self, replay: ReplayBuffer, counters: dict, timeout: float) -> None:
+    def collect(self, replay: ReplayBuffer, counters: Counters, timeout: float) -> None:
         """Finished games into the replay buffer; restarted actors counted and reported."""
         for event in self.pool.check():
-            counters["actor_restarts"] += 1
+            counters.actor_restarts += 1
             self.runlog.say(f"warning: {event}")
         for s in self.pool.get(timeout=timeout):
             replay.add(s.states, s.policy, s.z, s.q, s.version)
-            counters["games"] += s.games
-            counters["positions"] += len(s.z)  # recorded for training
-            counters["plies"] += s.plies  # played
-            counters["draws"] += s.outcomes["draw"]
+            counters.games += s.games
+            counters.positions += len(s.z)
+            counters.plies += s.plies
+            counters.draws += s.outcomes["draw"]
 
     def publish(self, model, step: int) -> None:
         (self.server or self.weights).publish(model, step)

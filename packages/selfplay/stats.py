@@ -12,20 +12,33 @@ import sys
 import time
 from pathlib import Path
 
-from .record_keys import EVAL, KIND_KEY, LOSS_KEY, STATS_FILE, STEP_KEY, TRAIN_KIND, eval_key
+from .record_keys import (
+    BUFFER_SIZE_KEY,
+    DRAW_RATE_KEY,
+    ELAPSED_MINUTES_KEY,
+    EVAL_MINUTE,
+    EVAL_STEP,
+    GAME_LENGTH_KEY,
+    GAMES_KEY,
+    KIND_KEY,
+    LOSS_KEY,
+    POLICY_LOSS_KEY,
+    POSITIONS_PER_S_KEY,
+    REMAINING_MINUTES_KEY,
+    SAMPLES_PER_POSITION_KEY,
+    SIMULATIONS_PER_S_KEY,
+    STATS_FILE,
+    STEP_CHART_KEY,
+    STEP_KEY,
+    TRAIN_KIND,
+    VALUE_LOSS_KEY,
+    WAIT_FRACTION_KEY,
+    WAIT_REASON_KEY,
+    eval_key,
+)
 
 # The records' names are the trainer's own (record_keys.py): the node's agent and `gantry status` read the file as
 # any program's --stats file, showing what the kit's gantry.yaml names.
-EVAL_STEP = f"{EVAL}/step"  # the learner step whose weights an evaluation graded
-EVAL_MINUTE = f"{EVAL}/minute"  # and the minute of this session it took them
-# each progress window's share of time the learner waited for self-play, and the samples trained so far per
-# recorded position (learner.samples_per_position while self-play is the one behind): metrics.py writes them, make
-# bench reads them
-WAIT_FRACTION_KEY = "learner/wait_fraction"
-SAMPLES_PER_POSITION_KEY = "learner/mean_reuse"
-# what ran the actors' net and in what numbers, as train's first line names it ("onnxruntime/int8", "torch/bf16",
-# "leaves on the learner's cpu"): in every progress record, so make bench's result and make compare can say which
-ACTOR_NET_KEY = "actors/net"
 
 
 class RunLog:
@@ -138,24 +151,24 @@ def clock(minutes: float) -> str:
 def progress_line(m: dict, last_eval: dict | None) -> str:
     """One line a person can read: where the run is, how long it has run and has left, how fast, whether the
     learner waits, how good (and which step and minute that grade is of: it is minutes old between gradings)."""
-    games = f"games {human(m['selfplay/games'])}"
-    if m.get("selfplay/game_length") is not None:  # of the games finished since the last line
-        games += f" ({m['selfplay/game_length']:.0f} plies, {100 * m['selfplay/draw_rate']:.0f}% drawn)"
-    when = f"{clock(m['charts/elapsed_minutes'])} elapsed"
-    if m.get("charts/remaining_minutes") is not None:  # only with a budget (run.max_minutes or run.max_steps)
-        when += f", {clock(m['charts/remaining_minutes'])} left"
-    parts = [f"step {m['charts/step']:.0f}",
+    games = f"games {human(m[GAMES_KEY])}"
+    if m.get(GAME_LENGTH_KEY) is not None:  # of the games finished since the last line
+        games += f" ({m[GAME_LENGTH_KEY]:.0f} plies, {100 * m[DRAW_RATE_KEY]:.0f}% drawn)"
+    when = f"{clock(m[ELAPSED_MINUTES_KEY])} elapsed"
+    if m.get(REMAINING_MINUTES_KEY) is not None:  # only with a budget (run.max_minutes or run.max_steps)
+        when += f", {clock(m[REMAINING_MINUTES_KEY])} left"
+    parts = [f"step {m[STEP_CHART_KEY]:.0f}",
              when,
              games,
-             f"{human(m['charts/positions_per_s'])} pos/s",
-             f"{human(m['charts/simulations_per_s'])} sims/s",
-             f"buffer {human(m['learner/buffer_size'])} ({m[SAMPLES_PER_POSITION_KEY]:.1f} samples/position)",
+             f"{human(m[POSITIONS_PER_S_KEY])} pos/s",
+             f"{human(m[SIMULATIONS_PER_S_KEY])} sims/s",
+             f"buffer {human(m[BUFFER_SIZE_KEY])} ({m[SAMPLES_PER_POSITION_KEY]:.1f} samples/position)",
              ]
     if m.get(LOSS_KEY) is not None:
-        parts.append(f"loss {m[LOSS_KEY]:.3f} (pi {m['losses/policy']:.3f} v {m['losses/value']:.3f})")
+        parts.append(f"loss {m[LOSS_KEY]:.3f} (pi {m[POLICY_LOSS_KEY]:.3f} v {m[VALUE_LOSS_KEY]:.3f})")
     waiting = m.get(WAIT_FRACTION_KEY, 0.0)
     if waiting > 0.2:
-        parts.append(f"learner waits {100 * waiting:.0f}% ({m.get('learner/wait_reason', 'no data')})")
+        parts.append(f"learner waits {100 * waiting:.0f}% ({m.get(WAIT_REASON_KEY, 'no data')})")
     if last_eval:
         hard = last_eval.get(eval_key("Begin-Hard", "mcts_weak"))
         mid = last_eval.get(eval_key("Middle-Medium", "mcts_weak"))

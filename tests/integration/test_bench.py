@@ -11,7 +11,7 @@ import pytest
 from checkout import REPO as ROOT
 from selfplay import checkpoint
 from selfplay.config_io import load, resolve_config
-from selfplay.stats import ACTOR_NET_KEY
+from selfplay.record_keys import ACTOR_NET_KEY
 
 from bench.compare import pace_summary
 from bench.grading import window_summary

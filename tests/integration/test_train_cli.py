@@ -11,8 +11,7 @@ import time
 import pytest
 import torch
 from checkout import REPO
-from selfplay.record_keys import END_KIND, eval_key
-from selfplay.stats import EVAL_MINUTE, EVAL_STEP
+from selfplay.record_keys import END_KIND, EVAL_MINUTE, EVAL_STEP, eval_key
 from train_helpers import records, wait_for_steps
 
 pytestmark = pytest.mark.slow

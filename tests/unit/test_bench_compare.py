@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from selfplay.stats import ACTOR_NET_KEY
+from selfplay.record_keys import ACTOR_NET_KEY
 from suite_make import MAKE, ROOT, clean_environ
 
 RESULTS = ROOT / "bench" / "results"

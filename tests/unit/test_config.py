@@ -158,6 +158,23 @@ def test_the_budget_sets_how_far_the_run_is():
     assert load(None, []).run.budget_progress(step=10**6, time_progress=0.0) is None  # no budget: no schedule
 
 
+@pytest.mark.parametrize("flags, step, elapsed_s, spent_by", [
+    ([], 10**6, 10**6, ""),                                                     # no budget: never spent
+    (["--run.max_steps=1000"], 999, 10**6, ""),
+    (["--run.max_steps=1000"], 1000, 0, "max_steps"),
+    (["--run.max_minutes=30"], 10**6, 1799, ""),
+    (["--run.max_minutes=30"], 0, 1800, "max_minutes"),
+    (["--run.max_minutes=30", "--run.max_steps=1000"], 1000, 1800, "max_steps"),  # both: the steps are named
+])
+def test_the_budget_says_whether_it_is_spent_and_by_what(flags, step, elapsed_s, spent_by):
+    assert load(None, flags).run.spent_by(step, elapsed_s) == spent_by
+
+
+def test_each_rank_seeds_from_the_run_seed_apart_from_every_other_rank():
+    run = load(None, ["--run.seed=7"]).run
+    assert run.rank_seed(0) == 7 and len({run.rank_seed(r) for r in range(64)}) == 64
+
+
 def test_a_node_session_plans_its_end_before_the_launchs_deadline_and_keeps_a_sooner_budget_of_its_own():
     from launch_contract import DEADLINE_ENV
     from selfplay.cli.train import DEADLINE_MARGIN_S, within_deadline

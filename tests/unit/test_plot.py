@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from checkout import REPO as ROOT
 from selfplay.plot import AZG_30MIN_MCTS_WEAK, PlotError, picture_path, plot
-from selfplay.record_keys import eval_key
-from selfplay.stats import EVAL_MINUTE, EVAL_STEP
+from selfplay.record_keys import EVAL_MINUTE, EVAL_STEP, eval_key
 from test_readme import BENCH_RESULT
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from selfplay.config import Config
-from selfplay.metrics import budget_clock
-from selfplay.record_keys import eval_key
-from selfplay.stats import EVAL_MINUTE, EVAL_STEP, clock, progress_line
+from selfplay.record_keys import ELAPSED_MINUTES_KEY, EVAL_MINUTE, EVAL_STEP, REMAINING_MINUTES_KEY, eval_key
+from selfplay.stats import clock, progress_line
 
 WINDOW = {"charts/step": 1650, "selfplay/games": 12500, "charts/positions_per_s": 518.0,
           "charts/simulations_per_s": 17300.0, "learner/buffer_size": 71900, "learner/mean_reuse": 6.0,
@@ -53,6 +52,6 @@ def config(**run) -> Config:
     ({"max_minutes": 30, "max_steps": 400}, 100, 600, 2.0, 2.5),  # whichever ends the run first
 ])
 def test_the_minutes_left_come_from_the_budget_that_ends_the_run_first(run, step, elapsed_s, steps_per_s, left):
-    figures = budget_clock(config(**run), step, elapsed_s, steps_per_s)
-    assert figures["charts/elapsed_minutes"] == pytest.approx(elapsed_s / 60)
-    assert figures["charts/remaining_minutes"] == (None if left is None else pytest.approx(left))
+    figures = config(**run).run.clock(step, elapsed_s, steps_per_s)
+    assert figures[ELAPSED_MINUTES_KEY] == pytest.approx(elapsed_s / 60)
+    assert figures[REMAINING_MINUTES_KEY] == (None if left is None else pytest.approx(left))

@@ -88,8 +88,8 @@ def _regex_of(line: str) -> re.Pattern:
 
 
 def test_readme_progress_line_is_one_the_trainer_prints():
-    from selfplay.record_keys import eval_key
-    from selfplay.stats import EVAL_MINUTE, EVAL_STEP, progress_line
+    from selfplay.record_keys import EVAL_MINUTE, EVAL_STEP, eval_key
+    from selfplay.stats import progress_line
 
     samples = [line for block in code_blocks(readme()) for line in block.splitlines() if line.startswith("step ")]
     assert samples, "README.md shows no progress line"
