@@ -157,7 +157,7 @@ def check_training(done: subprocess.CompletedProcess, device: str, ranks: int, s
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", help="an interpreter with torch and the trainer's dependencies (default: make "
                                      "install-dev with docker/torch.json's CUDA torch, then .venv/bin/python)")
@@ -167,31 +167,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checks", default=",".join(CHECKS), help=f"which to run, of {','.join(CHECKS)}")
     ap.add_argument("--steps", type=int, default=200, help="learner steps of the train check (resume doubles them)")
     args = ap.parse_args(argv)
-    wanted = [name.strip() for name in args.checks.split(",") if name.strip()]
-    if unknown := sorted(set(wanted) - set(CHECKS)):
+    args.wanted = [name.strip() for name in args.checks.split(",") if name.strip()]
+    if unknown := sorted(set(args.wanted) - set(CHECKS)):
         ap.error(f"--checks {','.join(unknown)}: no such check; choose from {','.join(CHECKS)}")
     if args.steps < 1:
         ap.error(f"--steps {args.steps}: give a number of learner steps of at least 1")
+    return args
 
-    report: dict = {"device": args.device, "checks": []}
-    python = args.python
-    if python is None:  # make's TORCH_SPEC replaces a CPU torch already in .venv: `make install-dev` alone keeps it
-        pins = json.loads((REPO / "docker" / "torch.json").read_text())
-        done = run(["make", "install-dev", f"TORCH_SPEC=torch=={pins['torch']}"], timeout=1800)
-        python = str(REPO / ".venv" / "bin" / "python")
-        report["install"] = "ok" if done.returncode == 0 else last_line(done)
-    facts: dict | None = None
-    run_dir = Path(tempfile.mkdtemp(prefix="gpu-check-"))
 
-    def check(name: str, body) -> None:
-        if name not in wanted:
-            return
+class Checks:
+    """The checks, each a method named as CHECKS names it, that returns None or what went wrong and adds its figures
+    to its JSON entry. They share the interpreter, torch's facts (None until the torch check has seen the device)
+    and the run folder that the train check writes and the resume check resumes."""
+
+    def __init__(self, args: argparse.Namespace, python: str, run_dir: Path):
+        self.args, self.python, self.run_dir = args, python, run_dir
+        self.facts: dict | None = None
+
+    def entry(self, name: str) -> dict:
+        """Run one check: its JSON entry, with ok, seconds and (when it failed) the problem; one line said."""
         began = time.monotonic()
         entry: dict = {"name": name}
         try:
-            if name != "torch" and facts is None:
+            if name != "torch" and self.facts is None:
                 raise RuntimeError("skipped: torch does not see the device (the torch check)")
-            problem = body(entry)
+            problem = getattr(self, name)(entry)
         except RuntimeError as error:
             problem = str(error)
         except Exception as error:  # noqa: BLE001 (a check that breaks is a failed check: the JSON still comes out)
@@ -200,18 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             entry["problem"] = problem
         say(f"{name}: {'ok' if problem is None else 'FAILED: ' + problem}")
-        report["checks"].append(entry)
+        return entry
 
-    def torch_check(entry):
-        nonlocal facts
-        facts = torch_facts(python, args.device)
-        entry.update(facts)
+    def torch(self, entry: dict) -> str | None:
+        self.facts = torch_facts(self.python, self.args.device)
+        entry.update(self.facts)
         return None
 
-    def image_check(entry):
-        image = args.image
+    def image(self, entry: dict) -> str | None:
+        image = self.args.image
         if image is None:
-            done = run([python, "-m", "gantry", "build", "--gpu", "--no-push"], timeout=3600)
+            done = run([self.python, "-m", "gantry", "build", "--gpu", "--no-push"], timeout=3600)
             built = re.search(r"^gantry: built (\S+) ", done.stdout, flags=re.M)  # gantry.cli.build's summary line
             if done.returncode != 0 or not built:
                 return f"gantry build --gpu: {last_line(done)}"
@@ -226,41 +225,54 @@ def main(argv: list[str] | None = None) -> int:
                        "--run.dir=/tmp/run", "--run.max_steps=20"], timeout=900)
         return None if trained.returncode == 0 else f"the image's trainer: {last_line(trained)}"
 
-    def train_check(entry, steps=args.steps):
-        ranks = ranks_of(facts, args.device)
-        done, figures = launch(python, run_dir, args.device, ranks, steps)
+    def train(self, entry: dict) -> str | None:
+        steps, device = self.args.steps, self.args.device
+        ranks = ranks_of(self.facts, device)
+        done, figures = launch(self.python, self.run_dir, device, ranks, steps)
         entry.update(ranks=ranks, steps=steps, **figures)
-        return check_training(done, args.device, ranks, steps)
+        return check_training(done, device, ranks, steps)
 
-    def resume_check(entry):
-        if not list(run_dir.glob("ckpt-*.pt")):
+    def resume(self, entry: dict) -> str | None:
+        if not list(self.run_dir.glob("ckpt-*.pt")):
             return "no checkpoint to resume from (the train check)"
-        ranks = ranks_of(facts, args.device)
-        done, figures = launch(python, run_dir, args.device, ranks, 2 * args.steps)
+        steps, device = 2 * self.args.steps, self.args.device
+        ranks = ranks_of(self.facts, device)
+        done, figures = launch(self.python, self.run_dir, device, ranks, steps)
         resumed = re.search(r"resumed from \S+ at step (\d+)", done.stdout + done.stderr)
         entry.update(resumed_at=int(resumed.group(1)) if resumed else None, **figures)
         if not resumed:
             return f"the relaunch did not reload the checkpoint: {last_line(done)}"
-        return check_training(done, args.device, ranks, 2 * args.steps)
+        return check_training(done, device, ranks, steps)
 
-    def tests_check(entry):
-        done = run([python, "-m", "pytest", "-p", "no:cacheprovider", "-m", "gpu", "-q", "tests/integration",
+    def tests(self, entry: dict) -> str | None:
+        done = run([self.python, "-m", "pytest", "-p", "no:cacheprovider", "-m", "gpu", "-q", "tests/integration",
                     "tests/unit", "tests/docker/test_cuda_check.py"], timeout=1800)
         entry["summary"] = last_line(done)
         return None if done.returncode == 0 else f"pytest -m gpu: {last_line(done)}"
 
-    def bench_check(entry):
-        scaling = "30" if facts and len(facts["gpus"]) > 1 else "0"  # two ranks on one GPU: not a layout nccl takes
-        done = run([python, "-m", "bench.run", "--seconds", "5", "--scaling-seconds", scaling,
+    def bench(self, entry: dict) -> str | None:
+        # two ranks on one GPU: not a layout nccl takes
+        scaling = "30" if self.facts and len(self.facts["gpus"]) > 1 else "0"
+        done = run([self.python, "-m", "bench.run", "--seconds", "5", "--scaling-seconds", scaling,
                     "--placement-seconds", "30"], timeout=3600, env={"PYTHONPATH": str(REPO / "packages")})
         written = re.findall(r"bench/results/\S+\.json", done.stdout + done.stderr)
         entry["results"] = written[-1] if written else None
         return None if done.returncode == 0 else last_line(done)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report: dict = {"device": args.device, "checks": []}
+    python = args.python
+    if python is None:  # make's TORCH_SPEC replaces a CPU torch already in .venv: `make install-dev` alone keeps it
+        pins = json.loads((REPO / "docker" / "torch.json").read_text())
+        done = run(["make", "install-dev", f"TORCH_SPEC=torch=={pins['torch']}"], timeout=1800)
+        python = str(REPO / ".venv" / "bin" / "python")
+        report["install"] = "ok" if done.returncode == 0 else last_line(done)
+    run_dir = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    checks = Checks(args, python, run_dir)
     try:
-        for name, body in (("torch", torch_check), ("image", image_check), ("train", train_check),
-                           ("resume", resume_check), ("tests", tests_check), ("bench", bench_check)):
-            check(name, body)
+        report["checks"] = [checks.entry(name) for name in CHECKS if name in args.wanted]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     report["failed"] = [entry["name"] for entry in report["checks"] if not entry["ok"]]
