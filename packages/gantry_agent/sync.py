@@ -13,7 +13,9 @@ copied by the agent, on the host, to launch_contract.sync_url(run_dir, node_rank
               not empty the bucket's copy)
 
 A program should write each checkpoint whole (a temporary name, then a rename): a file copied while it is written
-is copied again once its size or mtime changes, but the bucket holds the half one until then.
+is copied again once its size or mtime changes, but the bucket holds the half one until then. A temporary name by
+the contract's partial rule (.NAME.part, launch_contract.partial_name) is never copied: the kit's trainer writes its
+checkpoints so, and a push during one skips its half instead of uploading it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 
-from launch_contract import SYNC_FOLDER
+from launch_contract import SYNC_FOLDER, is_partial
 
 from . import storage
 
@@ -88,6 +90,8 @@ class FolderSync:
                 path = os.path.join(folder, file)
                 stat = _stat(path)
                 name = os.path.relpath(path, self.local).replace(os.sep, "/")
+                if is_partial(name):
+                    continue  # being written: copied once it is renamed whole
                 if stat is not None and self.copied.get(name) != (stat.st_size, stat.st_mtime_ns):
                     names.append(name)
         return sorted(names)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
+from launch_contract import partial_name
 
 from .config import Config
 from .config_io import with_legacy_shape
@@ -89,13 +90,15 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if NAME.match(p.name))
 
 
-TMP = re.compile(r"^\.ckpt-\d{9}\.pt\.tmp-\d+$")  # a write a crash or a full disk interrupted
+# A write a crash or a full disk interrupted: the contract's partial name (.ckpt-N.pt.part, which the node's agent
+# never copies to the bucket), or .ckpt-N.pt.tmp-PID, the name runs written before 2026-12-07 may have left.
+PARTIAL = re.compile(r"^\.ckpt-\d{9}\.pt\.(part|tmp-\d+)$")
 
 
 def remove_partial(run_dir: str | Path) -> list[Path]:
     """Delete half-written checkpoints left by a crash (called at start, before anything else writes)."""
     d = Path(run_dir)
-    stale = [p for p in d.iterdir() if TMP.match(p.name)] if d.is_dir() else []
+    stale = [p for p in d.iterdir() if PARTIAL.match(p.name)] if d.is_dir() else []
     for p in stale:
         p.unlink(missing_ok=True)
     return stale
@@ -107,7 +110,7 @@ def save(run_dir: str | Path, ckpt: Checkpoint, keep: int = 3) -> Path:
     d = Path(run_dir)
     d.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(d, ckpt.step)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    tmp = final.with_name(partial_name(final.name))  # one writer: RunDir holds the folder
     try:
         with open(tmp, "wb") as f:
             torch.save(ckpt.to_dict(), f)

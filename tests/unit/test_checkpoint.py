@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from launch_contract import partial_name
 from selfplay import checkpoint
 from selfplay.checkpoint import Checkpoint, CheckpointError
 
@@ -102,8 +103,10 @@ def test_a_full_disk_keeps_earlier_checkpoints_and_removes_the_partial_file(smal
 def test_partial_files_of_a_crash_are_removed_at_start(tmp_path):
     from selfplay.rundir import LOCK_FILE, RunDir
 
-    (tmp_path / ".ckpt-000000040.pt.tmp-1234").write_bytes(b"half")
+    (tmp_path / ".ckpt-000000040.pt.tmp-1234").write_bytes(b"half")  # the name older runs wrote
+    (tmp_path / partial_name("ckpt-000000050.pt")).write_bytes(b"half")  # today's: the contract's partial rule
+    (tmp_path / ".notes.part").write_bytes(b"a file of someone else's")  # not a checkpoint: not ours to delete
     (tmp_path / "ckpt-000000030.pt").write_bytes(b"kept")
     RunDir(str(tmp_path)).prepare()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE, "ckpt-000000030.pt"]  # and who holds the folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".notes.part", LOCK_FILE, "ckpt-000000030.pt"])
     assert checkpoint.remove_partial(tmp_path) == []
