@@ -151,10 +151,18 @@ def add_wheels_and_certs(tar: tarfile.TarFile, wheels: Iterable[Path] = (), ca_c
     same names in every image's context, so the engine's cache shares the torch layer they feed)."""
     for wheel in wheels:
         tar.add(wheel, arcname=f"docker/wheels/{wheel.name}")
-    for n, cert in enumerate(ca_certs):
+    for n, cert in enumerate(check_ca_certs(ca_certs)):
+        tar.add(cert, arcname=f"docker/certs/extra-{n}-{cert.stem}.crt")
+
+
+def check_ca_certs(ca_certs: Iterable[Path]) -> list[Path]:
+    """The certificates, each a file; ImageBuildError names the first that is not (gantry build asks before it
+    says it builds)."""
+    certs = list(ca_certs)
+    for cert in certs:
         if not cert.is_file():
             raise ImageBuildError(f"CA certificate {cert} not found", "Pass --ca-cert a PEM file.")
-        tar.add(cert, arcname=f"docker/certs/extra-{n}-{cert.stem}.crt")
+    return certs
 
 
 # ---- the engine -------------------------------------------------------------------------------------------

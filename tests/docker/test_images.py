@@ -108,6 +108,7 @@ def test_missing_certificate_is_named(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [(f"gantry: error: CA certificate {tmp_path / 'nope.crt'} not found. "
                                                   "Pass --ca-cert a PEM file.")]
+    assert "building" not in result.stdout  # refused before the build is announced
     with pytest.raises(images.ImageBuildError, match="nope.crt"):
         images.build_context(REPO, "docker/Dockerfile", [], [tmp_path / "nope.crt"])
 

@@ -79,7 +79,7 @@ def run(args, env) -> ExitStatus:
     flavour = publish.chosen_flavour(args)
     tag = images.local_tag(flavour)
     wheel_dir = None if args.no_wheels else (args.wheel_dir or images.default_wheel_dir())
-    certs = ([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert
+    certs = images.check_ca_certs(([] if args.no_host_ca_certs else images.default_ca_certs()) + args.ca_cert)
     if args.project is not None:
         return build_project(args, env, flavour, wheel_dir, certs)
     if args.dockerfile is not None:
