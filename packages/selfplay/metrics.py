@@ -1,5 +1,5 @@
-"""What the training loop records every run.log_every_seconds: the window's rates, losses and waits, and the
-session's clock against its budget (stats.py writes them and turns them into the progress line)."""
+"""What the training loop records every run.log_every_seconds: the window's rates, losses and waits (the session's
+clock against its budget is RunConfig.clock's; stats.py writes the record and turns it into the progress line)."""
 
 from __future__ import annotations
 
