@@ -88,10 +88,10 @@ class FolderSync:
         for folder, _, files in os.walk(self.local):
             for file in files:
                 path = os.path.join(folder, file)
-                stat = _stat(path)
                 name = os.path.relpath(path, self.local).replace(os.sep, "/")
                 if is_partial(name):
                     continue  # being written: copied once it is renamed whole
+                stat = _stat(path)
                 if stat is not None and self.copied.get(name) != (stat.st_size, stat.st_mtime_ns):
                     names.append(name)
         return sorted(names)
