@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from gantry.runs import program_file
+from gantry.launches import program_file
 from gantry_agent.containers import Docker, docker_run_args
 from gantry_agent.outputs import RunOutputs
 from gantry_agent.settings import Settings

@@ -1,4 +1,4 @@
-# Runs on the VMs (packages/gantry/runs/, the node agent packages/gantry_agent): no SSH needed.
+# Runs on the VMs (packages/gantry/launches/, the node agent packages/gantry_agent): no SSH needed.
 #   make run-gcp ARGS="-- --config connect4"       # start a run on every node, then follow it (Ctrl-C detaches)
 #   make run-gcp ARGS="--resume run-20260601-120000"
 #   make run-gcp ARGS="-- -m toytrain.train --steps 200"   # your own torchrun program (docs/LAUNCHER.md: Your own trainer)

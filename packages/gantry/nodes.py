@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gantry.runs import Cluster, NodeApi
+from gantry.launches import Cluster, NodeApi
 
 
 def connect(infra_dir, environ: Mapping[str, str], stdout=None, stderr=None) -> tuple[Cluster, NodeApi]:

@@ -5,7 +5,7 @@ A launch ends when its program exits 0, when its time limit comes (RunSpec.max_m
 
     state_dir/finished-launches.json   a restarted agent (a reboot, a Spot node started again) runs none of them again
     RUN_DIR/ended/node-RANK.json       launch_contract.EndRecord: `gantry status`, `run` and `logs --follow` start no
-                                       stopped node for a launch its node ended (gantry.runs.restart_preempted)
+                                       stopped node for a launch its node ended (gantry.launches.restart_preempted)
 
 The bucket's copy is retried every loop until it is written: a node that cannot reach the bucket at the end still
 holds the local record, and the launcher also refuses a launch past its deadline on its own.

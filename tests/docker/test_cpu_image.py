@@ -77,7 +77,7 @@ def test_the_kits_trainer_runs_as_a_nodes_agent_starts_it_and_checkpoints_into_i
     then `docker stop` with the grace a node with --sync folders gives: the checkpoints land in the host folder the
     agent copies to the bucket. (In-process on one node, the trainer's actors once took the container's PID 1 for
     a dead parent and played no game.)"""
-    from gantry.runs import program_file
+    from gantry.launches import program_file
     from gantry_agent.containers import Docker, docker_run_args
     from gantry_agent.settings import Settings
     from gantry_agent.sync import local_folder

@@ -12,7 +12,7 @@ from standin_tools import copy_repo_tree
 pytestmark = [pytest.mark.terraform, pytest.mark.slow]
 
 gantry_terraform = pytest.importorskip("gantry.terraform", reason="the launcher's adapter needs the cloud extra")
-from gantry.runs import Cluster  # noqa: E402  (after the skip: the launcher needs the cloud extra)
+from gantry.launches import Cluster  # noqa: E402  (after the skip: the launcher needs the cloud extra)
 
 
 def test_adapter_runs_the_whole_lifecycle_on_infra(standin_env, tmp_path, monkeypatch):

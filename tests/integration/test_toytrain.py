@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gantry.runs import fetch
+from gantry.launches import fetch
 from gantry_agent.outputs import stats_figures
 from gantry_agent.sync import FolderSync
 from launch_contract import sync_url

@@ -114,7 +114,7 @@ class Node:
 def spec(run_id: str = "r1", action: str = "start", node_rank: int = 0, nnodes: int = 1, args=(),
          image: str = "us-central1-docker.pkg.dev/p/gantry/trainer@sha256:abc", launched_at: str = "t1",
          **extra) -> str:
-    """A run spec as the launcher writes it (gantry.runs.launch_specs builds the same RunSpec)."""
+    """A run spec as the launcher writes it (gantry.launches.launch_specs builds the same RunSpec)."""
     return RunSpec(run_id=run_id, image=image, args=tuple(args), node_rank=node_rank, nnodes=nnodes,
                    master_addr="127.0.0.1", master_port=29511, nproc_per_node=1, action=action,
                    launched_at=launched_at, **extra).to_json()

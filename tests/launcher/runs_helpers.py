@@ -64,7 +64,7 @@ def kit_run_folder(run_url: str, staging: Path):
     bucket (gantry_agent.sync.FolderSync), through which every program's outputs reach the bucket."""
     import os
 
-    from gantry.runs import program_file
+    from gantry.launches import program_file
     from gantry_agent.sync import FolderSync
     from launch_contract import storage_endpoint, sync_url
 

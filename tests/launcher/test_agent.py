@@ -181,7 +181,7 @@ def test_the_crash_loop_limit_has_one_default():
 def test_a_tpu_node_runs_the_tpu_image_with_the_chips_and_pjrt_device(tmp_path):
     """use_tpu: the launcher picks gantry-trainer:tpu and marks the spec; the agent gives the container the TPU
     (--privileged) and PJRT_DEVICE=TPU, on which the trainer's run.device=auto means XLA. CPU nodes get neither."""
-    from gantry.runs import Cluster, launch_specs
+    from gantry.launches import Cluster, launch_specs
     from gantry_agent.containers import docker_run_args
     from gantry_agent.settings import Settings
     from launch_contract import RunSpec

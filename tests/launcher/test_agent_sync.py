@@ -196,7 +196,7 @@ def test_a_stats_file_in_a_sync_folder_is_read_on_the_host_and_its_step_and_numb
 def test_the_kits_trainer_shows_its_train_figures_while_its_newest_record_is_an_evaluation(tmp_path):
     """The kit's trainer is read as any program is (its gantry.yaml's stats and figures): each figure is the newest
     value in the file, the step the newest record's, so an eval or arena line does not blank the train figures."""
-    from gantry.runs import program_file
+    from gantry.launches import program_file
     from selfplay.record_keys import EVAL, LOSS_KEY, eval_key
     from selfplay.stats import RunLog
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from gantry import projects, runs
-from gantry.runs import programs
+from gantry import launches, projects
+from gantry.launches import programs
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.outputs import stats_figures
@@ -410,9 +410,9 @@ def test_fetch_brings_each_nodes_sync_folders_home(cli, world, deployment):
 
 def test_node_addresses_come_from_terraform_and_an_older_state_knows_node_0s_alone():
     outputs = cluster_outputs(["n0", "n1", "n2"])
-    assert runs.Cluster.from_outputs(outputs).node_addrs == tuple(node_address(r) for r in range(3))
+    assert launches.Cluster.from_outputs(outputs).node_addrs == tuple(node_address(r) for r in range(3))
     del outputs["node_addresses"]  # applied before infra/outputs.tf had it
-    assert runs.Cluster.from_outputs(outputs).node_addrs == (outputs["master_address"],)
+    assert launches.Cluster.from_outputs(outputs).node_addrs == (outputs["master_address"],)
     assert 'output "node_addresses"' in (REPO / "infra" / "outputs.tf").read_text()
 
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 from agent_helpers import wait_until
-from gantry import config, cost, runs
+from gantry import config, cost, launches
 from gantry.config import DEFAULT_RUN_MAX_MINUTES
-from gantry.runs import program_file, stats_reports
+from gantry.launches import program_file, stats_reports
 from gantry.status import ExitStatus
 from gantry_agent.containers import docker_run_args
 from gantry_agent.outputs import stats_figures
@@ -525,17 +525,17 @@ def test_following_a_run_restarts_a_node_preempted_meanwhile(cli, fake, world):
     ([], 0, 0),  # no limit, said explicitly
 ])
 def test_every_launch_gets_the_default_time_limit_and_the_trainer_flags_stay_its_own(flags, limit, expected):
-    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    cluster = launches.Cluster("p", (launches.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
     words = [*KIT.command, *flags]
-    spec = runs.launch_specs(cluster, "r1", "img", words, run_url="gs://b/runs/r1", max_minutes=limit,
+    spec = launches.launch_specs(cluster, "r1", "img", words, run_url="gs://b/runs/r1", max_minutes=limit,
                              command=True)[0]
     assert spec.args == tuple(words)
     assert spec.max_minutes == expected and (spec.deadline is None) == (expected == 0)
 
 
 def test_your_own_torchrun_program_gets_no_selfplay_flags_and_the_same_time_limit():
-    cluster = runs.Cluster("p", (runs.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
-    spec = runs.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
+    cluster = launches.Cluster("p", (launches.Node(0, "n0", "z"),), "10.0.0.2", "r", "b", use_gpu=False)
+    spec = launches.launch_specs(cluster, "r1", "img", ["-m", "toytrain.train"], run_url="gs://b/runs/r1", torchrun=True)[0]
     assert spec.args == ("-m", "toytrain.train") and spec.max_minutes == DEFAULT_RUN_MAX_MINUTES
 
 

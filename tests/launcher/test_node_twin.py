@@ -27,7 +27,7 @@ from contextlib import ExitStack
 
 import pytest
 from agent_helpers import wait_until
-from gantry.runs import program_file
+from gantry.launches import program_file
 from gantry.status import ExitStatus
 from gantry_agent.outputs import stats_figures
 from launch_contract import ENDED, EndRecord, RunSpec, sync_url
@@ -78,7 +78,7 @@ def test_the_cloud_journey_end_to_end(engine, cli, deployment, monkeypatch):
     """`make local-cloud`, then the README's walkthrough block in its order (readme_walkthrough), every step of it,
     with what a run meets on the way: a run before the push, a second run, a Spot preemption, make stop, a resume
     that ends by the default time budget, your own torchrun program; make destroy last."""
-    from gantry.runs import programs
+    from gantry.launches import programs
 
     began = time.monotonic()
     walkthrough = readme_walkthrough()
@@ -279,7 +279,7 @@ def your_own_torchrun_program(cli, twin, nodes, pushed, stack) -> None:
     """gantry run --nproc-per-node 2 -- -m toytrain.train on the nodes the journey booted: a package of packages/ in the
     trainer image, under torchrun with two ranks on each node, meeting over gloo at node 0, its output in the bucket
     and its step in gantry status. (Part of the one journey, so that the image is built and the nodes booted once.)"""
-    from gantry.runs import fetch
+    from gantry.launches import fetch
 
     for rank in range(2):
         stack.callback(subprocess.run, ["docker", "rm", "-f", f"gantry-run-toy-{rank}"], capture_output=True,

@@ -1,11 +1,11 @@
-"""gantry.yaml (gantry/runs/program_file.py): what a project declares of its program, each mistake refused in one line
+"""gantry.yaml (gantry/launches/program_file.py): what a project declares of its program, each mistake refused in one line
 before anything starts; and the kit's own declaration, held to the trainer's record keys."""
 
 from __future__ import annotations
 
 import pytest
 from gantry.errors import GantryError
-from gantry.runs import program_file, stats_reports
+from gantry.launches import program_file, stats_reports
 from selfplay.record_keys import LOSS_KEY, POSITIONS_PER_S_KEY, STATS_FILE, arena_key, eval_key
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gantry import nodes, runs
+from gantry import launches, nodes
 from gantry.status import ExitStatus
 
 NAME = "fetch"
@@ -30,11 +30,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    runs.check_run_id(args.run_id)  # before any call: `..` would copy the bucket's runs/ folder, or nothing
+    launches.check_run_id(args.run_id)  # before any call: `..` would copy the bucket's runs/ folder, or nothing
     cluster, _ = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     source = cluster.run_url(args.run_id, env.environ)
     target = args.dest / args.run_id
-    copied = runs.fetch(source, str(target))
+    copied = launches.fetch(source, str(target))
     for name, size in copied:
         env.say(f"  {name:<28} {size / 1e6:8.1f} MB")
     env.say(f"Copied {len(copied)} file(s) from {source} to {target}/.")

@@ -1,7 +1,7 @@
 """Following a run from the laptop: node states from guest attributes, the master's output from its
 serial port (a TPU VM: the log the agent keeps in the bucket). Shared by `gantry run` and `gantry logs
 --follow`; Ctrl-C detaches, the run goes on. A Spot node preempted while it is followed is started again
-(runs.restart_preempted), and the run resumes."""
+(launches.restart_preempted), and the run resumes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 from launch_contract import DONE_STATES
 
-from gantry import runs
+from gantry import launches
 from gantry.status import ExitStatus
 
 REATTACH = ("Detached: the run keeps going on the nodes. Re-attach with `make status` or "
@@ -32,8 +32,8 @@ def follow(api, cluster, run_id: str, env, interval: float) -> ExitStatus:
     try:
         while True:
             statuses = [api.node_status(node) for node in cluster.nodes]
-            runs.require_nodes(statuses)
-            if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
+            launches.require_nodes(statuses)
+            if launches.restart_preempted(api, cluster, statuses, env.say, env.environ):
                 statuses = [api.node_status(node) for node in cluster.nodes]
             for status in statuses:
                 key = (status.state, status.report.run, status.report.detail)

@@ -23,12 +23,12 @@ from launch_contract import (
     sync_url,
 )
 
-from gantry import config, images, nodes, projects, runs
+from gantry import config, images, launches, nodes, projects
 from gantry.cli.follow import follow
 from gantry.config import MAX_MINUTES_FLAG
 from gantry.errors import GantryError
 from gantry.gcp import registry
-from gantry.runs import program_file, programs
+from gantry.launches import program_file, programs
 from gantry.status import ExitStatus
 
 NAME = "run"
@@ -120,7 +120,7 @@ def add_arguments(parser) -> None:
                         "lines, relative to its working directory): `gantry status` shows their numbers")
     parser.add_argument("--max-minutes", type=float, default=None, metavar="N", help="stop the run N minutes after "
                         "this launch, on every node (SIGTERM, the grace to checkpoint), and never start its nodes "
-                        f"for it again (default: {runs.DEFAULT_RUN_MAX_MINUTES:g}; 0 = no limit)")
+                        f"for it again (default: {launches.DEFAULT_RUN_MAX_MINUTES:g}; 0 = no limit)")
     parser.add_argument("--stall-minutes", type=float, default=0.0, metavar="N", help="a node whose program prints "
                         "no new line and writes no new stats for N minutes is stopped and restarted, as after a crash "
                         "(default: 0 = never)")
@@ -159,7 +159,7 @@ def run(args, env) -> ExitStatus:
                                    args.nproc_per_node, args.cpus, args.gpu_ids)
     if args.cpus or limits["gpu_ids"]:
         programs.check_resources(args.cpus, limits["gpu_ids"], deployment_or_none(args))
-    run_id = runs.check_run_id(args.resume or args.run_id or runs.new_run_id())
+    run_id = launches.check_run_id(args.resume or args.run_id or launches.new_run_id())
     # the program judges its own flags here, so that a typo costs a second, not a started node and a crash loop
     if declared is not None:
         program_file.run_check(declared, programs.flags_of(args.program))
@@ -205,7 +205,7 @@ def run(args, env) -> ExitStatus:
         env.say(f"Stats: each node's agent reads {stats_file} (a JSON object or JSON lines); `make status` shows "
                 "its numbers")
     api.ensure_running(env.say)
-    specs = runs.launch_specs(cluster, run_id, image, list(program.words), run_url=run_url,
+    specs = launches.launch_specs(cluster, run_id, image, list(program.words), run_url=run_url,
                               master_port=args.master_port, nproc_per_node=args.nproc_per_node,
                               torchrun=program.torchrun, command=program.command, sync=sync,
                               sync_seconds=args.sync_every, stats_file=stats_file,
@@ -256,7 +256,7 @@ def local_image(args, cluster) -> str:
 def check_resumable(cluster, run_id: str, env) -> None:
     """--resume names a run the bucket holds: a typo would start a new run under the wrong name."""
     bucket = cluster.bucket_url(env.environ)
-    held = runs.run_ids(bucket)
+    held = launches.run_ids(bucket)
     if run_id in held:
         return
     listed = ", ".join(held[-10:]) + (f" (the newest 10 of {len(held)})" if len(held) > 10 else "")
@@ -295,8 +295,8 @@ def time_limit(args, minutes: float) -> str:
 def check_nothing_runs(api, cluster, run_id: str, args, env) -> None:
     """A new launch replaces whatever the nodes run: refuse unless the user said so."""
     statuses = [api.node_status(node) for node in cluster.nodes]
-    runs.require_nodes(statuses)
-    active = runs.active_runs(statuses)
+    launches.require_nodes(statuses)
+    active = launches.active_runs(statuses)
     if not active or args.replace:
         return
     held = "; ".join(f"{rid} on node(s) {', '.join(str(s.node.rank) for s in holding)}"

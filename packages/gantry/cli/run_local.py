@@ -11,9 +11,9 @@ from pathlib import Path
 
 from launch_contract import DEFAULT_SYNC_SECONDS, PROJECT_ROOT, RunSpec
 
-from gantry import images, projects, runs
+from gantry import images, launches, projects
 from gantry.errors import GantryError
-from gantry.runs import program_file, programs
+from gantry.launches import program_file, programs
 from gantry.status import ExitStatus
 
 NAME = "run-local"
@@ -62,7 +62,7 @@ def run(args, env) -> ExitStatus:
         raise GantryError(f"no image {image} here (the project's current version)",
                           f"Build it first: `make build-train PROJECT={args.project} ARGS=\"{'--gpu ' if args.gpu else ''}"
                           "--no-push\"` (each commit or edit is a new version).")
-    run_id = runs.check_run_id(args.run_id or runs.new_run_id())
+    run_id = launches.check_run_id(args.run_id or launches.new_run_id())
     if declared is not None:
         program_file.run_check(declared, programs.flags_of(args.command))
     folder = (Path("runs") / run_id).resolve()

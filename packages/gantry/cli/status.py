@@ -6,10 +6,10 @@ import time
 
 from launch_contract import STEP_KEYS, State
 
-from gantry import config, cost, nodes, runs
+from gantry import config, cost, launches, nodes
 from gantry.errors import GantryError
+from gantry.launches import stats_reports
 from gantry.local_world import LOCAL_ENV
-from gantry.runs import stats_reports
 from gantry.status import ExitStatus
 
 NAME = "status"
@@ -107,7 +107,7 @@ def ray_line(size: dict, nodes_launched: int) -> str:
 def run(args, env) -> ExitStatus:
     cluster, api = nodes.connect(args.infra_dir, env.environ, env.stdout, env.stderr)
     statuses = [api.node_status(node) for node in cluster.nodes]
-    if runs.restart_preempted(api, cluster, statuses, env.say, env.environ):
+    if launches.restart_preempted(api, cluster, statuses, env.say, env.environ):
         statuses = [api.node_status(node) for node in cluster.nodes]
     hourly = 0.0 if LOCAL_ENV in env.environ else node_hourly(args)  # the local cloud's nodes bill nothing
     # UP and COST last: scripts (and the node twin) read the first columns by position
@@ -134,5 +134,5 @@ def run(args, env) -> ExitStatus:
             env.say("node 0: " + cost.describe_pace_cost(hourly, master.figures[pace["key"]], pace["unit"]))
         for line in stats_reports.report_lines(spec, cluster.run_url(spec.run_id, env.environ)):
             env.say(line)
-    runs.require_nodes(statuses)
+    launches.require_nodes(statuses)
     return ExitStatus.OK

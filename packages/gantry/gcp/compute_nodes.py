@@ -1,4 +1,4 @@
-"""The run verbs on C4/N1 VMs, through the Compute Engine API (gantry.runs.NodeApi).
+"""The run verbs on C4/N1 VMs, through the Compute Engine API (gantry.launches.NodeApi).
 
 The run spec goes in with instances.setMetadata, guarded by the metadata fingerprint; the agent's report
 comes back through getGuestAttributes, and the trainer's output through serial port 2 (getSerialPortOutput),
@@ -14,7 +14,7 @@ from datetime import datetime
 from launch_contract import REPORT_KEY, Report, RunSpec
 
 from gantry.gcp import Compute
-from gantry.runs import DELETED, STOPPED_STATES, Cluster, Node, NodeStatus, nodes_deleted, wait_until_up
+from gantry.launches import DELETED, STOPPED_STATES, Cluster, Node, NodeStatus, nodes_deleted, wait_until_up
 
 SERIAL_PORT = 2  # the agent writes the trainer's output to /dev/ttyS1 = port 2
 

@@ -1,4 +1,4 @@
-"""The run verbs on a Cloud TPU VM, through the Cloud TPU API v2 over REST (gantry.runs.NodeApi).
+"""The run verbs on a Cloud TPU VM, through the Cloud TPU API v2 over REST (gantry.launches.NodeApi).
 
 A TPU VM is not a Compute instance of the user's project: Cloud TPU manages it as a node,
 https://tpu.googleapis.com/v2/projects/P/locations/ZONE/nodes/NAME. What each verb uses, from Google's REST
@@ -27,7 +27,7 @@ from launch_contract import REPORT_KEY, Report, RunSpec, console_log_url
 
 from gantry.errors import GantryError
 from gantry.gcp import GoogleApis
-from gantry.runs import (
+from gantry.launches import (
     DELETED,
     FRESH,
     STOPPED_STATES,

@@ -29,7 +29,7 @@ from launch_contract import (
 
 from gantry.config import DEFAULT_RUN_MAX_MINUTES, MAX_MINUTES_FLAG
 from gantry.errors import GantryError
-from gantry.runs import program_file
+from gantry.launches import program_file
 
 TORCHRUN, COMMAND = "torchrun", "command"
 PYTHON = program_file.PYTHON  # python, python3, python3.12: the scripts a project check can see
