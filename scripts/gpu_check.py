@@ -129,9 +129,11 @@ def launch(python: str, run_dir: Path, device: str, ranks: int, steps: int) -> t
             records.append(json.loads(line))
         except json.JSONDecodeError:
             pass
-    paced = [r for r in records if r.get("kind") == "train" and r.get("charts/learner_steps_per_s")]
-    figures = {"steps_per_s": round(max((r["charts/learner_steps_per_s"] for r in paced), default=0), 2),
-               "simulations_per_s": round(max((r.get("charts/simulations_per_s") or 0 for r in paced), default=0))}
+    # each pace from every progress record: self-play's need not share a window with a learner step (a 20-step run
+    # can have one, in which no actor reported)
+    trained = [r for r in records if r.get("kind") == "train"]
+    figures = {"steps_per_s": round(max((r.get("charts/learner_steps_per_s") or 0 for r in trained), default=0), 2),
+               "simulations_per_s": round(max((r.get("charts/simulations_per_s") or 0 for r in trained), default=0))}
     if memory.peak:
         figures["gpu_memory_peak_mib"] = [memory.peak[i] for i in sorted(memory.peak)]
     return done, figures
